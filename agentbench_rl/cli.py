@@ -68,8 +68,12 @@ def eval_command(
     allow_modified_games: Annotated[
         bool, typer.Option(help="ALFWorld: play games whose checksum differs (recorded).")
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", help="On an agent error, print its traceback.")
+    ] = False,
 ) -> None:
     """Evaluate an agent on every task of a standard split, once per seed."""
+    from agentbench_rl.harness.agent_errors import AgentError
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate, parse_env_options
 
     try:
@@ -91,6 +95,11 @@ def eval_command(
             agent_label = agent.replace(":", "_").replace("/", "_")
             out = Path("results") / f"{config.env}-{split}-{agent_label}"
         summary = evaluate(config, out, workers=workers, resume=resume, console=console)
+    except AgentError as problem:
+        if debug:
+            console.print(problem.trace, markup=False, highlight=False, end="")
+        _fail(str(problem))
+        return
     except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
         _fail(str(problem))
         return

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,9 @@ def load_agent(spec: str) -> Agent:
 
     ``python:package.module:attribute`` imports either a callable ``(observation, info) -> str``
     or an object with ``act(observation, info)`` (and optionally ``begin_episode(env, seed)``);
-    a class is instantiated without arguments first.
+    a class is instantiated without arguments first. The working directory is importable, as
+    with ``python -m``, so ``python:my_module:my_policy`` finds ``./my_module.py`` in the main
+    process and in every worker (workers build their agent through this function too).
 
     Example:
         >>> load_agent("random").name
@@ -43,11 +47,18 @@ def load_agent(spec: str) -> Agent:
         if len(parts) != 3 or not all(parts[1:]):
             raise ValueError(f"agent '{spec}': expected python:module:callable")
         _, module_name, attribute = parts
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(module_name)
         except ImportError as problem:
             raise ValueError(
                 f"agent '{spec}': cannot import module '{module_name}' ({problem})"
+            ) from None
+        except Exception as problem:  # user code failing at import time
+            raise ValueError(
+                f"agent '{spec}': importing '{module_name}' raised "
+                f"{type(problem).__name__}: {problem}"
             ) from None
         target = module
         for name in attribute.split("."):

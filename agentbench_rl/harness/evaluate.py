@@ -27,6 +27,8 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.harness.agent_errors import GuardedAgent, run_guarded
+from agentbench_rl.harness.provenance import record_agent
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
 
@@ -155,21 +157,27 @@ _worker_state: dict[str, Any] = {}
 
 def _init_worker(config: EvalConfig) -> None:
     _worker_state["env"] = config.make_env()
-    _worker_state["agent"] = load_agent(config.agent)
+    _worker_state["agent"] = GuardedAgent(load_agent(config.agent))
+    _worker_state["spec"] = config.agent
+
+
+def _play(env: TextAgentEnv[Any], agent: GuardedAgent, spec: str, job: tuple[str, int]) -> Any:
+    task_id, seed = job
+    return run_guarded(lambda: run_episode(env, agent, task_id, seed), spec, task_id, seed)
 
 
 def _worker_episode(job: tuple[str, int]) -> dict[str, Any]:
-    task_id, seed = job
-    return run_episode(_worker_state["env"], _worker_state["agent"], task_id, seed)
+    state = _worker_state
+    return cast(dict[str, Any], _play(state["env"], state["agent"], state["spec"], job))
 
 
 def _run_jobs(
     config: EvalConfig, jobs: list[tuple[str, int]], workers: int
 ) -> Iterator[dict[str, Any]]:
     if workers == 1 or len(jobs) <= 1:
-        env, agent = config.make_env(), load_agent(config.agent)
-        for task_id, seed in jobs:
-            yield run_episode(env, agent, task_id, seed)
+        env, agent = config.make_env(), GuardedAgent(load_agent(config.agent))
+        for job in jobs:
+            yield _play(env, agent, config.agent, job)
         return
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
@@ -252,6 +260,7 @@ def evaluate(
         raise ValueError(f"--workers must be >= 1, got {workers}")
     out = Path(out)
     done = _prepare_folder(config, out, resume)
+    fingerprint = record_agent(out, config.agent)
     tasks = config.tasks()
     order = {task: index for index, task in enumerate(tasks)}
     finished = {(row["task_id"], int(row["seed"])) for row in done}
@@ -314,6 +323,7 @@ def evaluate(
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
         "git_commit": _git_commit(),
+        "agent_fingerprint": fingerprint,
     }
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     (out / JOURNAL).unlink(missing_ok=True)
