@@ -11,10 +11,12 @@ import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+
+from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -250,35 +252,84 @@ def bench_train(
 
 @data_app.command("install")
 def data_install(
-    name: Annotated[str, typer.Argument(help="Data set to install: alfworld.")],
-    archive: Annotated[Path, typer.Option(help="The archive (official zip or tar.gz).")],
+    name: Annotated[str, typer.Argument(help="Data set to install: alfworld or webshop.")],
+    archive: Annotated[
+        Path | None,
+        typer.Option(help="ALFWorld: a local zip or tar.gz (default: download the official zip)."),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(help="WebShop: folder or base URL holding the original files."),
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="ALFWorld: download from this URL.")] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Target folder (default $ALFWORLD_DATA or ~/.cache/alfworld)."),
+        typer.Option(help="Target folder (default $ALFWORLD_DATA / $WEBSHOP_DATA, or the cache)."),
     ] = None,
+    max_bytes: Annotated[
+        int, typer.Option(help="Refuse to download or unpack more than this many bytes.")
+    ] = DEFAULT_MAX_BYTES,
+    allow_modified_games: Annotated[
+        bool, typer.Option(help="Install even if files differ from the shipped manifests.")
+    ] = False,
 ) -> None:
-    """Unpack a data archive into the data folder and check every file against the manifest."""
-    if name != "alfworld":
-        _fail(f"unknown data set '{name}' (choose from alfworld)")
+    """Install benchmark data: staged, checked against the manifests, then swapped in."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    from agentbench_rl.envs.alfworld.data import InstallError, install_archive
-
+    if name not in ("alfworld", "webshop"):
+        _fail(f"unknown data set '{name}' (choose from alfworld, webshop)")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   console=console, transient=True) as progress:  # fmt: skip
-        tasks = {phase: progress.add_task(phase, total=None) for phase in ("unpack", "check")}
+        tasks: dict[str, Any] = {}
 
         def show(phase: str, done: int, total: int) -> None:
+            if phase not in tasks:
+                tasks[phase] = progress.add_task(phase, total=None)
             progress.update(tasks[phase], completed=done, total=total or None)
 
         try:
-            report = install_archive(archive, data_dir, progress=show)
-        except InstallError as problem:
+            summary = _install(
+                name, archive, source, url, data_dir, max_bytes, allow_modified_games, show
+            )
+        except ValueError as problem:
             progress.stop()
             _fail(str(problem))
             return
-    console.print(f"installed {report.extracted} files into {report.data_dir}")
-    console.print(report.summary(), highlight=False)
+    console.print(summary, highlight=False)
+
+
+def _install(
+    name: str,
+    archive: Path | None,
+    source: str | None,
+    url: str | None,
+    data_dir: Path | None,
+    max_bytes: int,
+    allow_modified: bool,
+    show: Any,
+) -> str:
+    """Run the installer of ``name``; return what to print."""
+    if name == "webshop":
+        from agentbench_rl.envs.webshop.install import install_webshop
+
+        if source is None:
+            raise ValueError("webshop: give --source FOLDER or --source URL (see envs/webshop)")
+        return install_webshop(source, data_dir, max_bytes, allow_modified, show).summary()
+    from agentbench_rl.envs.alfworld.data import OFFICIAL_URL, install_archive, install_from_url
+
+    if archive is not None:
+        report = install_archive(
+            archive, data_dir, progress=show, max_bytes=max_bytes, allow_modified=allow_modified
+        )
+    else:
+        report = install_from_url(
+            url or OFFICIAL_URL,
+            data_dir,
+            progress=show,
+            max_bytes=max_bytes,
+            allow_modified=allow_modified,
+        )
+    return f"installed {report.extracted} files into {report.data_dir}\n{report.summary()}"
 
 
 _LEADERBOARD_ROOT = Path("leaderboards")

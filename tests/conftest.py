@@ -7,12 +7,19 @@ skipping silently.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tarfile
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+ALFWORLD_ARCHIVE = Path("alfworld") / "json_2.1.1.tar.gz"
+VALID_SPLITS = ("valid_seen", "valid_unseen")
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +32,29 @@ def shared_data_dir() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+def _extract_valid_splits(archive: Path) -> Path:
+    """The valid splits of the archive, extracted once per archive version under /tmp."""
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
+    target = Path(tempfile.gettempdir()) / f"agentbench-alfworld-{digest}"
+    if (target / "json_2.1.1" / "valid_unseen").is_dir():
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    prefixes = tuple(f"json_2.1.1/{split}/" for split in VALID_SPLITS)
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar if m.isfile() and m.name.startswith(prefixes)]
+        # The "data" filter (Python >= 3.11.4) refuses anything that would leave the folder.
+        safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        tar.extractall(staging, members=members, **safe)
+    try:
+        staging.rename(target)
+    except OSError:  # another session got there first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def alfworld_data(shared_data_dir: Path) -> Path:
+    """A data folder holding valid_seen and valid_unseen (extracted from the shared archive)."""
+    return _extract_valid_splits(shared_data_dir / ALFWORLD_ARCHIVE)

@@ -7,16 +7,13 @@ objects on a desk); the TextWorld comparison plays the same commands on TextWorl
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import zipfile
 from collections import Counter
@@ -62,32 +59,6 @@ needs_backend = pytest.mark.skipif(
 
 
 # ---------------------------------------------------------------------- fixtures
-def _extract_valid_splits(archive: Path) -> Path:
-    """The valid splits of the archive, extracted once per archive version under /tmp."""
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
-    target = Path(tempfile.gettempdir()) / f"agentbench-alfworld-{digest}"
-    if (target / "json_2.1.1" / "valid_unseen").is_dir():
-        return target
-    staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    prefixes = tuple(f"json_2.1.1/{split}/" for split in VALID_SPLITS)
-    with tarfile.open(archive) as tar:
-        members = [m for m in tar if m.isfile() and m.name.startswith(prefixes)]
-        # The "data" filter (Python >= 3.11.4) refuses anything that would leave the folder.
-        safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        tar.extractall(staging, members=members, **safe)
-    try:
-        staging.rename(target)
-    except OSError:  # another session got there first
-        shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-@pytest.fixture(scope="session")
-def alfworld_data(shared_data_dir: Path) -> Path:
-    """A data folder holding valid_seen and valid_unseen (extracted from the shared archive)."""
-    return _extract_valid_splits(shared_data_dir / ARCHIVE)
-
-
 @pytest.fixture(scope="session")
 def seen_env(alfworld_data: Path) -> ALFWorldEnv:
     """One warm valid_seen env shared by the tests (each test resets it)."""
@@ -173,7 +144,7 @@ def test_missing_data_says_what_to_run(tmp_path: Path) -> None:
         ALFWorldEnv(split="valid_seen", data_dir=tmp_path)
     message = str(caught.value)
     assert "\n" not in message
-    assert "agentbench-rl data install alfworld --archive PATH" in message
+    assert "agentbench-rl data install alfworld" in message
     assert str(tmp_path / "json_2.1.1" / "valid_seen") in message
 
 

@@ -28,7 +28,7 @@ from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.harness.agent_errors import GuardedAgent, run_guarded
-from agentbench_rl.harness.provenance import record_agent
+from agentbench_rl.harness.provenance import data_fingerprint, record_agent
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
 
@@ -325,6 +325,9 @@ def evaluate(
         "git_commit": _git_commit(),
         "agent_fingerprint": fingerprint,
     }
+    data = data_fingerprint(config.env, env, config.split)
+    if data is not None:
+        summary["data"] = data
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     (out / JOURNAL).unlink(missing_ok=True)
     return summary

@@ -18,10 +18,9 @@ import hashlib
 import io
 import json
 import os
-import shutil
 import tarfile
-import tempfile
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,6 +28,17 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO
 
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.envs.install import (
+    DEFAULT_MAX_BYTES,
+    ByteBudget,
+    DownloadError,
+    SizeLimitError,
+    copy_capped,
+    download,
+    sha256_file,
+    staging_folder,
+    swap_in,
+)
 
 #: The standard splits: ``valid_seen`` is ALFWorld's in-distribution evaluation set,
 #: ``valid_unseen`` the out-of-distribution one (rooms never seen in training).
@@ -45,7 +55,9 @@ TASK_TYPES: tuple[str, ...] = (
 #: The top folder of the official layout, relative to the data folder.
 DATA_ROOT = "json_2.1.1"
 GAME_FILE = "game.tw-pddl"
-INSTALL_HINT = "agentbench-rl data install alfworld --archive PATH"
+INSTALL_HINT = "agentbench-rl data install alfworld"
+#: The game files as ``alfworld-download`` fetches them (ALFWorld 0.4.x release assets).
+OFFICIAL_URL = "https://github.com/alfworld/alfworld/releases/download/0.4.0/json_2.1.2_tw-pddl.zip"
 
 _MANIFEST_FORMAT = 1
 _CHUNK = 1 << 20
@@ -246,23 +258,6 @@ def sha256_bytes(data: bytes) -> str:
         'e3b0c44298fc'
     """
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> file = pathlib.Path(tempfile.mkdtemp()) / "empty"
-        >>> _ = file.write_bytes(b"")
-        >>> sha256_file(file)[:12]
-        'e3b0c44298fc'
-    """
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def find_games(data_dir: Path, split: str | None = None) -> list[str]:
@@ -503,11 +498,16 @@ def install_archive(
     data_dir: str | os.PathLike[str] | None = None,
     splits: Sequence[str] = SPLITS,
     progress: ProgressCallback | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    allow_modified: bool = False,
 ) -> InstallReport:
-    """Unpack an archive of the ``json_2.1.1/...`` layout into the data folder and check it.
+    """Install an archive of the ``json_2.1.1/...`` layout as ``data_dir/json_2.1.1``.
 
-    Accepts the official zip or a tar(.gz). Files are written atomically (a partial file never
-    has the final name), so an interrupted install can simply be rerun.
+    Accepts the official zip (``json_2.1.2_tw-pddl.zip``, whose files sit under
+    ``json_2.1.1/``) or a tar(.gz). Members are unpacked into a staging folder beside the data
+    folder, at most ``max_bytes`` in all, checked there against the manifests, and only then
+    swapped in for the previous ``json_2.1.1`` (see :mod:`agentbench_rl.envs.install`): a
+    truncated, corrupt, oversized or wrong archive leaves the previous install as it was.
 
     Args:
         archive: the archive file.
@@ -515,9 +515,12 @@ def install_archive(
         splits: the splits that must then match their manifests.
         progress: called as ``progress(phase, done, total)``: phase ``unpack`` counts archive
             bytes, phase ``check`` counts games.
+        max_bytes: cap on the unpacked size.
+        allow_modified: install even if games differ from the manifests (never if missing).
 
     Raises:
-        InstallError: the archive cannot be read, or a game of ``splits`` is missing or differs.
+        InstallError: the archive cannot be read, is too big, or a game of ``splits`` is missing
+            or (unless ``allow_modified``) differs; the message names the files.
 
     Example:
         >>> install_archive("/no.tgz")
@@ -529,38 +532,86 @@ def install_archive(
     if not archive_path.is_file():
         raise InstallError(f"alfworld: archive not found: {archive_path}")
     target_dir = resolve_data_dir(data_dir)
+    budget = ByteBudget(max_bytes, f"alfworld: {archive_path} unpacks to")
     extracted = 0
     try:
-        target_dir.mkdir(parents=True, exist_ok=True)
-        for member in _archive_members(archive_path):
-            _write_atomically(target_dir / member.target, member.open)
-            extracted += 1
+        with staging_folder(target_dir / DATA_ROOT) as staged:
+            try:
+                for member in _archive_members(archive_path):
+                    _write_capped(staged / member.target, member.open, budget)
+                    extracted += 1
+                    if progress is not None:
+                        progress("unpack", member.done, member.total)
+            except (OSError, EOFError, zlib.error, tarfile.TarError, zipfile.BadZipFile) as problem:
+                raise InstallError(
+                    f"alfworld: could not unpack {archive_path} (truncated or corrupt?): "
+                    f"{problem}; the previous install is untouched"
+                ) from None
             if progress is not None:
-                progress("unpack", member.done, member.total)
-    except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as problem:
-        raise InstallError(f"alfworld: could not unpack {archive_path}: {problem}") from None
-    if progress is not None:
-        progress("unpack", 1, 1)
-    checks = check_data(target_dir, splits, progress)
-    report = InstallReport(target_dir, extracted, checks)
-    incomplete = [check for check in checks if not check.complete]
-    if incomplete:
-        first = incomplete[0]
-        example = (first.missing or first.modified)[0]
-        raise InstallError(
-            f"alfworld: {archive_path} does not hold the standard games "
-            f"({'; '.join(report.summary().splitlines())}); e.g. {first.split}/{example}"
-        )
+                progress("unpack", 1, 1)
+            checks = check_data(staged, splits, progress)
+            report = InstallReport(target_dir, extracted, checks)
+            _refuse_mismatch(archive_path, report, allow_modified)
+            swap_in(staged / DATA_ROOT, target_dir / DATA_ROOT)
+    except SizeLimitError as problem:
+        raise InstallError(str(problem)) from None
     return report
 
 
-def _write_atomically(path: Path, open_source: Callable[[], IO[bytes]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=".partial-", dir=path.parent)
+def _refuse_mismatch(archive: Path, report: InstallReport, allow_modified: bool) -> None:
+    """Raise :class:`InstallError` naming the games that are missing or (unless allowed) differ."""
+    missing = [f"{c.split}/{task}" for c in report.checks for task in c.missing]
+    modified = [f"{c.split}/{task}" for c in report.checks for task in c.modified]
+    if missing:
+        raise InstallError(
+            f"alfworld: {archive} does not hold the standard games "
+            f"({'; '.join(report.summary().splitlines())}); e.g. {missing[0]}; "
+            "the previous install is untouched"
+        )
+    if modified and not allow_modified:
+        shown = ", ".join(modified[:3]) + (
+            f" and {len(modified) - 3} more" if len(modified) > 3 else ""
+        )
+        raise InstallError(
+            f"alfworld: {len(modified)} game file(s) of {archive} differ from the shipped "
+            f"manifests ({shown}). The manifests pin a copy that could not be compared with "
+            "the official zip offline; if this archive is the official one, install it with "
+            "--allow-modified-games (results then record the games' fingerprint as not "
+            "pinned) and report the difference; the previous install is untouched"
+        )
+
+
+def install_from_url(
+    url: str = OFFICIAL_URL,
+    data_dir: str | os.PathLike[str] | None = None,
+    splits: Sequence[str] = SPLITS,
+    progress: ProgressCallback | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    allow_modified: bool = False,
+) -> InstallReport:
+    """Download the official zip (or ``url``) beside the data folder and install it.
+
+    The download is capped by ``max_bytes`` too and removed afterwards, whatever happens.
+
+    Example:
+        >>> install_from_url("http://127.0.0.1:9/x.zip", "/tmp/alfworld-doc")
+        Traceback (most recent call last):
+        ...
+        agentbench_rl.envs.alfworld.data.InstallError: alfworld: could not download ...
+    """
+    target_dir = resolve_data_dir(data_dir)
+    name = PurePosixPath(url.split("?", 1)[0]).name or "archive.zip"
     try:
-        with os.fdopen(handle, "wb") as target, open_source() as source:
-            shutil.copyfileobj(source, target, _CHUNK)
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+        with staging_folder(target_dir / name) as staged:
+            budget = ByteBudget(max_bytes, f"alfworld: {url} is")
+            show = None if progress is None else functools.partial(progress, "download")
+            archive = download(url, staged / name, budget, show)
+            return install_archive(archive, target_dir, splits, progress, max_bytes, allow_modified)
+    except (DownloadError, SizeLimitError) as problem:
+        raise InstallError(f"alfworld: {problem}") from None
+
+
+def _write_capped(path: Path, open_source: Callable[[], IO[bytes]], budget: ByteBudget) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as target, open_source() as source:
+        copy_capped(source, target, budget)
