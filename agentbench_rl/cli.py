@@ -16,6 +16,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 
 app = typer.Typer(
@@ -33,6 +34,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(leaderboard_app, name="leaderboard")
 
 console = Console(stderr=True)
+ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
 
 
 def _fail(message: str) -> None:
@@ -42,9 +44,7 @@ def _fail(message: str) -> None:
 
 @app.command("eval")
 def eval_command(
-    env: Annotated[str, typer.Option(help="Env short name (sokoban, ...) or Gymnasium id.")] = (
-        "sokoban"
-    ),
+    env: Annotated[str, typer.Option(help=f"{ENV_HELP}.")] = "sokoban",
     agent: Annotated[
         str, typer.Option(help="random, expert, hf:MODEL, openai:URL#MODEL, python:module:attr.")
     ] = "random",
@@ -54,12 +54,20 @@ def eval_command(
             help="Results folder (episodes.csv, summary.json); default results/ENV-SPLIT-AGENT."
         ),
     ] = None,
-    split: Annotated[str, typer.Option(help="Standard split to evaluate.")] = "test",
+    split: Annotated[
+        str | None,
+        typer.Option(
+            help="Standard split; default the env's evaluation split (test; ALFWorld valid_seen)."
+        ),
+    ] = None,
     seeds: Annotated[
-        list[int] | None, typer.Option(help="Seeds; repeat or list: --seeds 0 1 2.")
+        list[int] | None,
+        typer.Option(help="Seeds; repeat or list: --seeds 0 1 2 (default: 0)."),
     ] = None,
     workers: Annotated[int, typer.Option(help="Episode worker processes.")] = 1,
-    limit: Annotated[int | None, typer.Option(help="Only the first N tasks (quick look).")] = None,
+    limit: Annotated[
+        int | None, typer.Option(help="A seeded sample of N tasks, stratified by category.")
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUT.")] = False,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
     episodes_format: Annotated[str, typer.Option(help="csv or parquet.")] = "csv",
@@ -75,10 +83,13 @@ def eval_command(
     ] = False,
 ) -> None:
     """Evaluate an agent on every task of a standard split, once per seed."""
+    from agentbench_rl.envs import evaluation_split
     from agentbench_rl.harness.agent_errors import AgentError
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate, parse_env_options
 
     try:
+        if split is None:
+            split = evaluation_split(env)
         env_kwargs = parse_env_options(env_option or [])
         if allow_modified_games:
             env_kwargs["allow_modified_games"] = True
@@ -116,7 +127,7 @@ def train_command(
     overrides: Annotated[
         list[str] | None, typer.Argument(help="key=value config overrides (bc.epochs=3).")
     ] = None,
-    env: Annotated[str | None, typer.Option(help="Env short name or Gymnasium id.")] = None,
+    env: Annotated[str | None, typer.Option(help=f"{ENV_HELP}.")] = None,
     estimator: Annotated[str | None, typer.Option(help="grpo, gigpo, bipace, ...")] = None,
     model: Annotated[
         str | None, typer.Option(help="tiny, or a Hugging Face model id or path.")
@@ -131,6 +142,12 @@ def train_command(
     bc: Annotated[bool, typer.Option("--bc", help="Behaviour cloning before RL.")] = False,
     backend: Annotated[str | None, typer.Option(help="Env workers: local or ray.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in OUT.")] = False,
+    show_config: Annotated[
+        bool,
+        typer.Option(
+            "--show-config", help="Print every config key with its value (after overrides); exit."
+        ),
+    ] = False,
 ) -> None:
     """Train a policy with PPO-clip and any advantage estimator (see baselines/)."""
     try:
@@ -143,6 +160,11 @@ def train_command(
             extra.append("bc.enabled=true")
         train_config = load_config(config, [*extra, *(overrides or [])])
         train_config.validate()
+        if show_config:
+            from agentbench_rl.train.config import dump_config
+
+            Console().print(dump_config(train_config), end="", markup=False, highlight=False)
+            return
         if out is None:
             label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
             name = f"{train_config.env}-{train_config.estimator}-{label}-seed{train_config.seed}"
@@ -359,6 +381,36 @@ def leaderboard_validate(
     )
 
 
+@leaderboard_app.command("init")
+def leaderboard_init(
+    folder: Annotated[Path, typer.Argument(help="Results folder of eval.")],
+) -> None:
+    """Write FOLDER/metadata.json from the run, with placeholders for you to complete."""
+    from agentbench_rl.leaderboard.schema import METADATA_FILE, metadata_template, read_json
+
+    target = folder / METADATA_FILE
+    try:
+        if target.exists():
+            raise ValueError(f"{target} exists already; edit it instead")
+        summary = read_json(folder / "summary.json")
+        if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
+            raise ValueError(f"{folder}/summary.json is not an eval summary")
+    except (ValueError, OSError) as problem:
+        _fail(str(problem))
+        return
+    import json
+
+    from agentbench_rl.harness.results import atomic_write_text
+
+    atomic_write_text(target, json.dumps(metadata_template(summary), indent=1) + "\n")
+    console.print(
+        f"wrote {target}: fill in contact (and name, url; estimator, training and parameters "
+        f"for a trained model), then run agentbench-rl leaderboard validate {folder}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @leaderboard_app.command("submit")
 def leaderboard_submit(
     folder: Annotated[Path, typer.Argument(help="Results folder of eval plus metadata.json.")],
@@ -421,6 +473,8 @@ def leaderboard_serve(
 
 
 _INTEGER = re.compile(r"^-?\d+$")
+INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
+RESUMABLE_COMMANDS = ("eval", "train", "sweep")
 
 
 def expand_list_options(args: Sequence[str], options: Sequence[str] = ("--seeds",)) -> list[str]:
@@ -462,8 +516,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
         sys.exit(getattr(problem, "exit_code", 2))
     except (typer.Abort, KeyboardInterrupt):
-        console.print("interrupted; rerun with --resume to continue")
-        sys.exit(130)
+        code = INTERRUPTED
+    if code == INTERRUPTED:  # Typer turns Ctrl-C into exit code 130 before we see it
+        resumable = bool(args) and args[0] in RESUMABLE_COMMANDS
+        console.print(
+            "interrupted; rerun with --resume to continue" if resumable else "interrupted"
+        )
     sys.exit(code if isinstance(code, int) else 0)
 
 

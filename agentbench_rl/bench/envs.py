@@ -19,7 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from agentbench_rl.envs import ENVS, env_class, make, resolve
+from agentbench_rl.envs import ENVS, env_class, evaluation_split, make, resolve
 
 #: Envs whose steps cost milliseconds are timed over fewer steps (ALFWorld: ~50 ms a step).
 MAX_BENCH_STEPS = {"alfworld": 300}
@@ -32,18 +32,9 @@ SOKOBAN_TARGETS = {
 }
 
 
-def eval_split(name: str) -> str:
-    """The split an env is benchmarked on: its first fixed split of test, valid_seen, val."""
-    splits = env_class(name).splits()
-    for split in ("test", "valid_seen", "val"):
-        if split in splits:
-            return split
-    return splits[0]
-
-
 def time_env(name: str, steps: int, resets: int = 20, seed: int = 0) -> dict[str, Any]:
     """Reset time (mean over ``resets`` tasks) and random-play steps per second of one env."""
-    split = eval_split(name)
+    split = evaluation_split(name)
     env = make(name, split=split)
     tasks = env_class(name).task_ids(split)
     rng = random.Random(seed)

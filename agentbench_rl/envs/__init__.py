@@ -51,6 +51,20 @@ def register_all() -> None:
             gym.register(id=entry.gym_id, entry_point=entry.entry_point)
 
 
+def evaluation_split(name: str) -> str:
+    """The split an env is evaluated on by default: the first of test, valid_seen, val it has.
+
+    Example:
+        >>> evaluation_split("alfworld"), evaluation_split("sokoban")
+        ('valid_seen', 'test')
+    """
+    splits = env_class(resolve(name).name).splits()
+    for split in ("test", "valid_seen", "val"):
+        if split in splits:
+            return split
+    return splits[0]
+
+
 def resolve(name: str) -> EnvEntry:
     """The entry for a short name (``sokoban``) or a Gymnasium id (``agentbench/Sokoban-v0``)."""
     for entry in ENVS.values():

@@ -30,6 +30,7 @@ from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.harness.agent_errors import GuardedAgent, run_guarded
 from agentbench_rl.harness.provenance import data_fingerprint, record_agent
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
+from agentbench_rl.harness.sampling import stratified_sample, task_categories
 from agentbench_rl.harness.stats import summarize
 
 EPISODE_COLUMNS = (
@@ -99,10 +100,14 @@ class EvalConfig:
             kwargs["max_steps"] = self.max_steps
         return make(self.env, split=self.split, **kwargs)
 
-    def tasks(self) -> list[str]:
-        """The task ids evaluated, in split order."""
+    def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
+        """The task ids evaluated, in split order: the whole split, or with ``limit`` a seeded
+        sample stratified by category (see :mod:`agentbench_rl.harness.sampling`), for which
+        ``env`` (made if not given) tells each task's category."""
         ids = env_class(self.env).task_ids(self.split)
-        return ids[: self.limit] if self.limit else ids
+        if not self.limit or self.limit >= len(ids):
+            return ids
+        return stratified_sample(task_categories(env or self.make_env(), ids), self.limit)
 
 
 def parse_env_options(options: list[str]) -> dict[str, Any]:
@@ -261,7 +266,14 @@ def evaluate(
     out = Path(out)
     done = _prepare_folder(config, out, resume)
     fingerprint = record_agent(out, config.agent)
-    tasks = config.tasks()
+    tasks = config.tasks(env)
+    if config.limit and len(tasks) < len(env.task_ids(config.split)) and console is not None:
+        console.print(
+            f"--limit {config.limit}: a sample of {len(tasks)} of the "
+            f"{len(env.task_ids(config.split))} tasks (seeded, stratified by category), "
+            "not the whole split",
+            highlight=False,
+        )
     order = {task: index for index, task in enumerate(tasks)}
     finished = {(row["task_id"], int(row["seed"])) for row in done}
     jobs = [(task, seed) for seed in config.seeds for task in tasks if (task, seed) not in finished]

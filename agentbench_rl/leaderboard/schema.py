@@ -28,9 +28,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 METADATA_FILE = "metadata.json"
+#: Start of the placeholder values ``leaderboard init`` writes; validation refuses them.
+FILL_IN = "FILL IN"
 MAX_SEED = 2**32 - 1
 
 #: One line of printable text (no control characters, so it cannot break a table row).
@@ -69,6 +71,14 @@ class SubmissionMetadata(BaseModel):
     code_version: Line = Field(description="Version or commit of the code that produced the run.")
     contact: Line = Field(description="Who answers questions about the submission.")
     url: Url | None = Field(description="Paper, model card or code; null if none.")
+
+    @model_validator(mode="after")
+    def _completed(self) -> SubmissionMetadata:
+        for name in ("name", "estimator", "code_version", "contact"):
+            value = getattr(self, name)
+            if isinstance(value, str) and value.startswith(FILL_IN):
+                raise ValueError(f"field '{name}' still holds the placeholder: {value}")
+        return self
 
     @field_validator("seeds")
     @classmethod
@@ -144,3 +154,27 @@ def load_metadata(path: Path) -> SubmissionMetadata:
         return SubmissionMetadata.model_validate(data)
     except ValidationError as error:
         raise ValueError(describe_validation_error(error, Path(path).name)) from None
+
+
+def metadata_template(summary: dict[str, Any]) -> dict[str, Any]:
+    """A ``metadata.json`` for an eval's ``summary.json``: what the run says, placeholders for
+    what only the user knows (``FILL IN: ...``, refused by validation until replaced).
+
+    Example:
+        >>> template = metadata_template({"agent": "expert", "seeds": [0, 1],
+        ...                               "package_version": "0.1.0", "git_commit": None})
+        >>> template["name"], template["seeds"], template["code_version"]
+        ('expert', [0, 1], 'agentbench-rl 0.1.0')
+    """
+    commit = summary.get("git_commit")
+    version = f"agentbench-rl {summary.get('package_version')}"
+    return {
+        "name": str(summary["agent"])[:80],
+        "estimator": None,
+        "training": None,
+        "parameters": None,
+        "seeds": sorted(summary["seeds"]),
+        "code_version": f"{version}@{commit[:12]}" if commit else version,
+        "contact": f"{FILL_IN}: who answers questions about this submission",
+        "url": None,
+    }

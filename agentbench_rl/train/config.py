@@ -98,7 +98,7 @@ class TrainConfig:
     # validation, checkpoints, logging
     val_every: int = 5
     val_split: str = "val"
-    val_limit: int | None = None  # first N tasks of the split (None: all)
+    val_limit: int | None = None  # a seeded sample of N tasks, stratified (None: all)
     val_seeds: list[int] = field(default_factory=lambda: [0])
     checkpoint_every: int = 5
 

@@ -1,0 +1,129 @@
+"""The command line as a newcomer meets it: help that lists what to type, defaults that work,
+Ctrl-C that says how to continue, and a metadata file written from the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentbench_rl.envs import ENVS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "agentbench_rl.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "COLUMNS": "200"}
+
+
+def run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=cwd, env=ENV, capture_output=True, text=True, check=False
+    )
+
+
+def test_eval_help_lists_the_envs_and_the_seed_default() -> None:
+    result = run(["eval", "--help"])
+    text = " ".join(result.stdout.split())  # the help box wraps lines
+    for name in ENVS:
+        assert name in text
+    assert "(default: 0)" in text and "evaluation split" in text
+
+
+def test_default_split_is_the_envs_evaluation_split(tmp_path: Path) -> None:
+    result = run(
+        ["eval", "--env", "sokoban", "--agent", "expert", "--limit", "2", "--out", "r"],
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r" / "summary.json").read_text())["split"] == "test"
+    # ALFWorld has no test split: the default is valid_seen (here without data, so the one-line
+    # error names the folder it looked for).
+    empty = {**ENV, "ALFWORLD_DATA": str(tmp_path / "none")}
+    alfworld = subprocess.run(
+        [*CLI, "eval", "--env", "alfworld", "--agent", "expert"],
+        cwd=tmp_path,
+        env=empty,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert alfworld.returncode == 2
+    assert "json_2.1.1/valid_seen" in alfworld.stderr and "has no split" not in alfworld.stderr
+
+
+def test_ctrl_c_says_how_to_continue(tmp_path: Path) -> None:
+    (tmp_path / "slow.py").write_text(
+        "import time\ndef act(obs, info):\n    time.sleep(0.2)\n"
+        "    return info['admissible_actions'][0]\n"
+    )
+    args = ["eval", "--env", "sokoban", "--agent", "python:slow:act", "--limit", "50"]
+    process = subprocess.Popen(
+        [*CLI, *args, "--out", "r"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (tmp_path / "r" / "agent.json").exists():
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert err.strip().splitlines()[-1] == "interrupted; rerun with --resume to continue"
+    assert "Traceback" not in err
+    assert not (tmp_path / "r" / "summary.json").exists()
+
+
+def test_train_show_config_lists_every_key_with_overrides_applied() -> None:
+    pytest.importorskip("yaml")
+    result = run(["train", "--show-config", "--estimator", "grpo", "iterations=3", "bc.epochs=1"])
+    assert result.returncode == 0, result.stderr
+    shown = yaml.safe_load(result.stdout)
+    from agentbench_rl.train.config import TrainConfig
+
+    assert set(shown) == set(TrainConfig().to_dict())
+    assert shown["estimator"] == "grpo" and shown["iterations"] == 3 and shown["bc"]["epochs"] == 1
+
+
+def test_leaderboard_init_writes_metadata_to_complete(tmp_path: Path) -> None:
+    evaluated = run(
+        [
+            "eval",
+            "--env",
+            "sokoban",
+            "--split",
+            "val",
+            "--agent",
+            "expert",
+            "--seeds",
+            "0",
+            "1",
+            "--out",
+            "run",
+        ],
+        cwd=tmp_path,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    init = run(["leaderboard", "init", "run"], cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    assert metadata["seeds"] == [0, 1] and metadata["name"] == "expert"
+    again = run(["leaderboard", "init", "run"], cwd=tmp_path)
+    assert again.returncode == 2 and "exists already" in again.stderr
+    refused = run(["leaderboard", "validate", "run"], cwd=tmp_path)
+    assert (
+        refused.returncode == 2 and "contact" in refused.stderr and "placeholder" in refused.stderr
+    )
+    metadata["contact"] = "someone@example.org"
+    (tmp_path / "run" / "metadata.json").write_text(json.dumps(metadata))
+    valid = run(["leaderboard", "validate", "run"], cwd=tmp_path)
+    assert valid.returncode == 0, valid.stderr

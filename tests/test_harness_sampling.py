@@ -1,0 +1,51 @@
+"""``--limit N`` evaluates a seeded sample stratified by category, and says so."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from agentbench_rl.envs import make
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.sampling import stratified_sample, task_categories
+
+
+def test_hand_worked_allocation() -> None:
+    # 6 a, 3 b, 1 c; limit 5: shares 3.0, 1.5, 0.5 -> floors 3, 1, 0 and one task left for the
+    # largest remainder, a tie of b and c at 0.5 broken by name: b. So 3 a, 2 b, 0 c.
+    categories = {f"t{i}": "a" if i < 6 else "b" if i < 9 else "c" for i in range(10)}
+    sample = stratified_sample(categories, 5)
+    assert Counter(categories[t] for t in sample) == {"a": 3, "b": 2}
+    assert sample == sorted(sample, key=lambda t: int(t[1:]))  # split order kept
+    assert stratified_sample(categories, 5) == sample  # seeded
+    assert stratified_sample(categories, 50) == list(categories)
+
+
+def test_textcraft_sample_covers_the_depths_in_proportion() -> None:
+    env = make("textcraft", split="test")
+    ids = env.task_ids("test")
+    categories = task_categories(env, ids)
+    sizes = Counter(categories.values())
+    sample = stratified_sample(categories, 20)
+    counts = Counter(categories[t] for t in sample)
+    assert len(sample) == 20
+    for depth, size in sizes.items():
+        assert abs(counts[depth] - 20 * size / len(ids)) < 1, depth
+    # The first 20 tasks of the sorted split, what --limit took before, are one depth only.
+    assert len({categories[t] for t in ids[:20]}) == 1 < len(counts)
+
+
+def test_limit_runs_the_sample_and_announces_it(tmp_path: Path) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    stream = StringIO()
+    config = EvalConfig(env="textcraft", split="test", agent="expert", limit=20, seeds=[0, 1])
+    summary = evaluate(config, tmp_path / "run", console=Console(file=stream, width=200))
+    assert "a sample of 20 of the 200 tasks" in stream.getvalue()
+    assert summary["complete_split"] is False
+    env = make("textcraft", split="test")
+    expected = stratified_sample(task_categories(env, env.task_ids("test")), 20)
+    episodes = (tmp_path / "run" / "episodes.csv").read_text().splitlines()[1:]
+    assert [line.split(",")[0] for line in episodes] == expected * 2  # both seeds, same tasks
