@@ -15,9 +15,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
+from agentbench_rl.extras import require
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -38,7 +40,7 @@ ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
 
 
@@ -151,6 +153,7 @@ def train_command(
 ) -> None:
     """Train a policy with PPO-clip and any advantage estimator (see baselines/)."""
     try:
+        require("train", "train")
         from agentbench_rl.train.config import load_config
 
         flags = {"env": env, "estimator": estimator, "model": model, "seed": seed}
@@ -201,6 +204,8 @@ def sweep_command(
 ) -> None:
     """Run a grid of training runs (resumable; finished runs are skipped) and summarise it."""
     try:
+        require("train", "sweep")
+        require("plot", "sweep (its success plot)")
         from agentbench_rl.train.sweep import load_sweep, run_sweep, summarize_sweep
 
         sweep = load_sweep(file, out)
@@ -244,11 +249,12 @@ def bench_fidelity(
     out: Annotated[Path, typer.Option(help="Folder for the table and the PNG.")] = Path("fidelity"),
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a) on MDPs where it is known."""
-    from agentbench_rl.bench.fidelity import run as run_fidelity
-
     try:
+        require("plot", "bench fidelity")
+        from agentbench_rl.bench.fidelity import run as run_fidelity
+
         run_fidelity(seeds=seeds, out=out, console=Console())
-    except ValueError as problem:
+    except (ValueError, ImportError) as problem:
         _fail(str(problem))
 
 
@@ -262,9 +268,10 @@ def bench_train(
 ) -> None:
     """BiPACE's extra cost per training iteration against GiGPO (needs the train extra)."""
     try:
+        require("train", "bench train")
         from agentbench_rl.bench.train import run as run_train
     except ImportError as problem:
-        _fail(f"{problem}; pip install 'agentbench-rl[train]'")
+        _fail(str(problem))
         return
     try:
         run_train(config, overrides or [], repeats, Console())
@@ -439,8 +446,9 @@ def leaderboard_render(
     from agentbench_rl.leaderboard.render import render
 
     try:
+        require("plot", "leaderboard render")
         written = render(root)
-    except ValueError as problem:
+    except (ValueError, ImportError) as problem:
         _fail(str(problem))
         return
     console.print(

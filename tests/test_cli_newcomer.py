@@ -127,3 +127,39 @@ def test_leaderboard_init_writes_metadata_to_complete(tmp_path: Path) -> None:
     (tmp_path / "run" / "metadata.json").write_text(json.dumps(metadata))
     valid = run(["leaderboard", "validate", "run"], cwd=tmp_path)
     assert valid.returncode == 0, valid.stderr
+
+
+# A core-only install, simulated: a meta-path finder that refuses the optional modules.
+HIDE = """
+import runpy, sys
+HIDDEN = set(sys.argv[1].split(","))
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in HIDDEN:
+            raise ModuleNotFoundError(f"No module named '{name}'")
+sys.meta_path.insert(0, Hide())
+sys.argv = ["agentbench-rl", *sys.argv[2:]]
+runpy.run_module("agentbench_rl.cli", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(
+    ("hidden", "args", "message"),
+    [
+        ("torch", ["eval", "--agent", "hf:some/model"], "agentbench-rl[train]"),
+        ("yaml", ["train", "iterations=1"], "needs yaml, which is not installed"),
+        ("pyarrow", ["eval", "--episodes-format", "parquet"], "agentbench-rl[parquet]"),
+        ("matplotlib", ["bench", "fidelity", "--seeds", "1"], "agentbench-rl[plot]"),
+    ],
+)
+def test_a_missing_extra_is_named_before_any_work(
+    tmp_path: Path, hidden: str, args: list[str], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE, hidden, *args, "--out", str(tmp_path / "out")],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
+from agentbench_rl.extras import require
 
 BUILTIN_AGENTS: dict[str, Callable[[], Agent]] = {"random": RandomAgent, "expert": ExpertAgent}
 
@@ -35,6 +36,7 @@ def load_agent(spec: str) -> Agent:
         agent: Agent = BUILTIN_AGENTS[spec]()
         return agent
     if spec.startswith("hf:"):
+        require("hf", f"agent '{spec}'")
         from agentbench_rl.agents.hf import HFAgent  # torch and transformers load only here
 
         return HFAgent(spec)

@@ -27,6 +27,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import GuardedAgent, run_guarded
 from agentbench_rl.harness.provenance import data_fingerprint, record_agent
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
@@ -88,6 +89,8 @@ class EvalConfig:
             raise ValueError(f"--max-steps must be >= 1, got {self.max_steps}")
         if self.episodes_format not in ("csv", "parquet"):
             raise ValueError(f"episodes format '{self.episodes_format}' (choose csv or parquet)")
+        if self.episodes_format == "parquet":
+            require("parquet", "--episodes-format parquet")
         try:
             return self.make_env()
         except TypeError as problem:  # an env option the env does not take
