@@ -391,6 +391,13 @@ def leaderboard_validate(
 @leaderboard_app.command("init")
 def leaderboard_init(
     folder: Annotated[Path, typer.Argument(help="Results folder of eval.")],
+    name: Annotated[
+        str | None, typer.Option(help="Name on the board (default: the agent spec).")
+    ] = None,
+    contact: Annotated[
+        str | None, typer.Option(help="Who answers questions (default: a placeholder).")
+    ] = None,
+    url: Annotated[str | None, typer.Option(help="Paper, model card or code.")] = None,
 ) -> None:
     """Write FOLDER/metadata.json from the run, with placeholders for you to complete."""
     from agentbench_rl.leaderboard.schema import METADATA_FILE, metadata_template, read_json
@@ -409,9 +416,12 @@ def leaderboard_init(
 
     from agentbench_rl.harness.results import atomic_write_text
 
-    atomic_write_text(target, json.dumps(metadata_template(summary), indent=1) + "\n")
+    metadata = metadata_template(summary)
+    given = {"name": name, "contact": contact, "url": url}
+    metadata |= {key: value for key, value in given.items() if value is not None}
+    atomic_write_text(target, json.dumps(metadata, indent=1) + "\n")
     console.print(
-        f"wrote {target}: fill in contact (and name, url; estimator, training and parameters "
+        f"wrote {target}: complete it (contact, name, url; estimator, training and parameters "
         f"for a trained model), then run agentbench-rl leaderboard validate {folder}",
         highlight=False,
         soft_wrap=True,

@@ -12,6 +12,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,39 @@ ALFWORLD_ARCHIVE = Path("alfworld") / "json_2.1.1.tar.gz"
 VALID_SPLITS = ("valid_seen", "valid_unseen")
 
 
+DATA_MISSING = "benchmark data not found"
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One visible line at the end for tests skipped for lack of data (not only with -rs)."""
+    reasons = Counter(_skip_reason(report) for report in terminalreporter.stats.get("skipped", []))
+    no_data = {reason: n for reason, n in reasons.items() if DATA_MISSING in reason}
+    if no_data:
+        where = "; ".join(sorted(no_data))
+        terminalreporter.write_line(
+            f"SKIPPED {sum(no_data.values())} tests for lack of data ({where}): "
+            "see 'Benchmark data' in CONTRIBUTING.md",
+            yellow=True,
+            bold=True,
+        )
+    others = sum(reasons.values()) - sum(no_data.values())
+    if others:
+        terminalreporter.write_line(f"skipped {others} other tests (pytest -rs lists why)")
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """The benchmark data folder (``../shared/data`` by default)."""
     path = Path(os.environ.get("AGENTBENCH_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
     if not path.is_dir():
-        message = f"benchmark data not found at {path} (set AGENTBENCH_SHARED_DATA)"
+        message = f"{DATA_MISSING} at {path} (set AGENTBENCH_SHARED_DATA)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

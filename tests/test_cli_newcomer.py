@@ -163,3 +163,17 @@ def test_a_missing_extra_is_named_before_any_work(
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (tmp_path / "out").exists()  # nothing ran
+
+
+def test_tests_skipped_for_lack_of_data_say_so_at_the_end() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_data_install.py", "-q", "-k", "webshop_bad"],
+        cwd=REPO_ROOT,
+        env={**ENV, "AGENTBENCH_SHARED_DATA": "/nonexistent/data", "CI": ""},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    last_lines = result.stdout.strip().splitlines()[-2:]
+    assert last_lines[0].startswith("SKIPPED 1 tests for lack of data"), result.stdout
+    assert "/nonexistent/data" in last_lines[0] and "CONTRIBUTING.md" in last_lines[0]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agentbench_rl.train.config import TrainConfig, load_config
@@ -38,9 +39,24 @@ def _median_time(function: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
+def steps(repeats: int) -> int:
+    """How many times :func:`measure` calls ``advance``: model, warm-up, A/B rollouts, final
+    rollout, estimator pairs, update.
+
+    Example:
+        >>> steps(6)
+        76
+    """
+    return 1 + 1 + 2 * repeats + 1 + 10 * repeats + 1
+
+
+def measure(
+    config: TrainConfig, repeats: int = 6, advance: Callable[[str], None] | None = None
+) -> dict[str, float]:
     """Median seconds of each part (see the module docstring) for ``config`` (its model as
-    built at the start of training, behaviour cloning included when enabled)."""
+    built at the start of training, behaviour cloning included when enabled). ``advance(what)``
+    is called after each of the :func:`steps` steps (a progress bar)."""
+    tick = advance or (lambda what: None)
     import torch
 
     from agentbench_rl.core.hashing import seed_from
@@ -58,6 +74,7 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     policy, _ = initial_policy(config, "cpu", None)
+    tick("model built (tokenizer, behaviour cloning)")
     pool = make_pool(config)
     tasks = train_task_ids(config.env, config.train_split, config.n_tasks, config.seed)
 
@@ -77,13 +94,16 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
 
     try:
         rollout(False)  # warm-up
+        tick("warm-up rollout")
         plain: list[float] = []
         hidden: list[float] = []
         for repeat in range(repeats):  # A-B, B-A, ...: both sides see the same load and order
             for with_hidden in (False, True) if repeat % 2 == 0 else (True, False):
                 seconds = _median_time(lambda: rollout(with_hidden), 1)  # noqa: B023
                 (hidden if with_hidden else plain).append(seconds)
+                tick("rollouts with and without hidden states")
         batch = rollout(True)
+        tick("rollout for the estimators")
     finally:
         pool.close()
     rewards = success_rewards(batch, config.success_reward)
@@ -95,6 +115,7 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
     for _ in range(10 * repeats):
         gigpo_s.append(_median_time(lambda: compute("gigpo", step_batch, **gigpo_params), 1))
         bipace_s.append(_median_time(lambda: compute("bipace", step_batch, **bipace_params), 1))
+        tick("GiGPO and BiPACE on the rollout")
     advantages = compute("gigpo", step_batch, **gigpo_params).advantages
     reference = policy.model  # the update's cost does not depend on which weights it reads
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
@@ -104,6 +125,7 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
         ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())
 
     update_s = _median_time(update, 1)
+    tick("PPO update")
     results = {
         "rows": float(len(batch)),
         "rollout_s": statistics.median(plain),
@@ -127,8 +149,25 @@ def run(
     repeats: int = 6,
     console: Console | None = None,
 ) -> dict[str, float]:
-    """Measure and print BiPACE's extra cost for one config."""
-    results = measure(load_config(config_path, overrides), repeats)
+    """Measure and print BiPACE's extra cost for one config (with a progress bar)."""
+    config = load_config(config_path, overrides)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=console is None,
+        transient=True,
+    ) as progress:
+        bar = progress.add_task(
+            "building the model (tokenizer, behaviour cloning)", total=steps(repeats)
+        )
+
+        def advance(what: str) -> None:
+            progress.update(bar, advance=1, description=what)
+
+        results = measure(config, repeats, advance)
     if console is not None:
         table = Table(title=f"BiPACE vs GiGPO, one iteration of {results['rows']:.0f} rows")
         table.add_column("part")
