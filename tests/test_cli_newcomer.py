@@ -177,3 +177,29 @@ def test_tests_skipped_for_lack_of_data_say_so_at_the_end() -> None:
     last_lines = result.stdout.strip().splitlines()[-2:]
     assert last_lines[0].startswith("SKIPPED 1 tests for lack of data"), result.stdout
     assert "/nonexistent/data" in last_lines[0] and "CONTRIBUTING.md" in last_lines[0]
+
+
+def test_eval_table_shows_alfworld_categories_whole_at_80_columns() -> None:
+    from io import StringIO
+
+    import pandas as pd
+    from rich.console import Console
+
+    from agentbench_rl.envs.alfworld.data import TASK_TYPES
+    from agentbench_rl.harness.report import print_summary
+    from agentbench_rl.harness.stats import summarize
+
+    rows = [
+        {"task_id": f"{kind}-{i}", "category": kind, "seed": seed, "success": (i + seed) % 3 > 0,
+         "score": 1.0, "steps": 5, "return": 1.0, "invalid_actions": 0}
+        for kind in TASK_TYPES for i in range(4) for seed in (0, 1)
+    ]  # fmt: skip
+    summary = {"env": "alfworld", "split": "valid_seen", "agent": "random", "seeds": [0, 1]}
+    summary |= summarize(pd.DataFrame(rows))
+    stream = StringIO()
+    print_summary(summary, Console(file=stream, width=80))
+    text = stream.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for kind in TASK_TYPES:
+        assert any(line.startswith(kind + " ") for line in text.splitlines()), kind
+    assert "bootstrap" in text and "t over seeds" in text

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import http.server
+import importlib.util
 import json
 import shutil
 import tarfile
@@ -210,3 +211,67 @@ def test_webshop_bad_sources_leave_the_install_untouched(
     assert tree_digest(data) == before
     allowed = install_webshop(str(partial), data, allow_modified=True)
     assert allowed.modified == ("items_ins_v2_1000.json",)
+
+
+# ---------------------------------------------------------------------- fingerprints in results
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("textworld", "alfworld")),
+    reason="needs the alfworld extra: pip install 'agentbench-rl[alfworld]'",
+)
+def test_results_record_whether_the_games_are_the_pinned_ones(
+    alfworld_data: Path, tmp_path: Path
+) -> None:
+    from agentbench_rl.envs.alfworld.data import load_manifest
+    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.harness.sampling import stratified_sample
+
+    config = EvalConfig(env="alfworld", split="valid_seen", agent="expert", limit=1,
+                        env_kwargs={"data_dir": str(alfworld_data)})  # fmt: skip
+    pinned = evaluate(config, tmp_path / "pinned")["data"]
+    assert pinned == {"fingerprint": load_manifest("valid_seen").checksum, "pinned": True}
+
+    copy = tmp_path / "copy"
+    shutil.copytree(alfworld_data / "json_2.1.1" / "valid_seen", copy / "json_2.1.1" / "valid_seen")
+    games = load_manifest("valid_seen").games
+    played = stratified_sample({game.task_id: game.task_type for game in games}, 1)
+    other = next(game for game in games if game.task_id not in played)
+    (copy / other.path).write_text('{"edited": true}')
+    modified = EvalConfig(
+        env="alfworld",
+        split="valid_seen",
+        agent="expert",
+        limit=1,
+        env_kwargs={"data_dir": str(copy), "allow_modified_games": True},
+    )
+    data = evaluate(modified, tmp_path / "modified")["data"]
+    assert data["pinned"] is False and data["fingerprint"] != pinned["fingerprint"]
+
+
+def test_the_board_shows_the_data_state_and_both_intervals() -> None:
+    from agentbench_rl.leaderboard.board import Entry
+    from agentbench_rl.leaderboard.render import data_text, success_text
+    from agentbench_rl.leaderboard.schema import SubmissionMetadata
+    from agentbench_rl.leaderboard.validate import SubmissionError, _check_data
+
+    metadata = SubmissionMetadata.model_validate(
+        {"name": "a", "estimator": None, "training": None, "parameters": None, "seeds": [0],
+         "code_version": "v", "contact": "c", "url": None}
+    )  # fmt: skip
+    entry = Entry(
+        "id",
+        metadata,
+        0.5,
+        (0.5, 0.5),
+        "t over seeds",
+        {},
+        0,
+        None,
+        None,
+        bootstrap_ci95=(0.25, 0.75),
+        data={"fingerprint": "ab" * 16, "pinned": False},
+    )
+    assert success_text(entry) == "50.0 [50.0, 50.0; bootstrap 25.0, 75.0]"
+    assert data_text(entry) == "; data modified " + "ab" * 6
+    for bad in ({"fingerprint": "<script>", "pinned": False}, {"fingerprint": "ab" * 8}, []):
+        with pytest.raises(SubmissionError, match="data must be"):
+            _check_data(bad)

@@ -606,7 +606,8 @@ def test_markdown_board_ranks_entries_with_values_from_the_episodes(
     assert rows[0][1].endswith("/) [(link)](https://example.org/e)")
     # The expert wins everything: 100%, and its one-seed interval is Wilson's for 200/200:
     # lower bound = n / (n + z^2) = 200 / 203.8415 = 0.98115.
-    assert rows[0][6] == "100.0 \\[98.1, 100.0\\]"
+    # Every bootstrap resample of 200 successes has mean 1, so that interval is [100, 100].
+    assert rows[0][6] == "100.0 \\[98.1, 100.0; bootstrap 100.0, 100.0\\]"
     assert rows[0][10] == "1/1 seeds"
     episodes = episodes_of(base)
     success = 100 * success_mean_by_hand(episodes)

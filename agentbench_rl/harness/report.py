@@ -13,18 +13,23 @@ def _percent(value: float) -> str:
 
 
 def _interval(pair: list[float]) -> str:
-    return f"[{_percent(pair[0])}, {_percent(pair[1])}]"
+    return f"{_percent(pair[0])}-{_percent(pair[1])}"
 
 
 def print_summary(summary: dict[str, Any], console: Console) -> None:
-    """Overall success and score with intervals, then one row per category."""
+    """Overall success and score with intervals (the t-interval over seeds, or Wilson for one
+    seed, and the bootstrap interval over tasks), then one row per category."""
     title = (
         f"{summary['env']} / {summary['split']} / {summary['agent']}: "
-        f"{summary['n_episodes']} episodes, seeds {summary['seeds']}"
+        f"{summary['n_episodes']} episodes, seeds {summary['seeds']} (figures in %)"
     )
-    table = Table(title=title)
-    for column in ("", "tasks", "success %", "95% CI", "bootstrap CI", "score %"):
-        table.add_column(column, justify="right" if column else "left")
+    # Light borders and no wrapping of names: the longest ALFWorld category (30 characters) and
+    # every figure fit in 80 columns.
+    table = Table(title=title, box=None, pad_edge=False, header_style="bold underline")
+    names = ["all", *summary["per_category"]]
+    table.add_column("", no_wrap=True, min_width=max(len(name) for name in names))
+    for column in ("tasks", "success", "95% CI", "bootstrap", "score"):
+        table.add_column(column, justify="right", no_wrap=True)
     success, score = summary["success"], summary["score"]
     table.add_row(
         "all",
@@ -45,6 +50,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
             _percent(block["score"]["mean"]),
         )
     console.print(table)
+    method = summary["success"]["ci95_method"]
+    console.print(f"95% CI: {method}; bootstrap: 95% interval over tasks", highlight=False)
     threshold = summary["threshold_95"]
     verdict = "every seed" if threshold["all_seeds"] else "not every seed"
     console.print(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agentbench_rl.harness.stats import ThresholdResult
 from agentbench_rl.leaderboard.curves import Curves
@@ -35,6 +36,8 @@ class Entry:
         seeds_at_threshold: how many seeds reached 95% success in the evaluation.
         curves: training curves, if the submission carries them.
         threshold: the 95%-threshold criterion over the curves.
+        bootstrap_ci95: the bootstrap interval of success over tasks.
+        data: the data fingerprint and whether it is the pinned one (``None``: not recorded).
     """
 
     submission_id: str
@@ -46,6 +49,8 @@ class Entry:
     seeds_at_threshold: int
     curves: Curves | None
     threshold: ThresholdResult | None
+    bootstrap_ci95: tuple[float, float] | None = None
+    data: dict[str, Any] | None = None
 
     @property
     def rank_key(self) -> tuple[float, float, str, str]:
@@ -76,6 +81,7 @@ def entry_from(submission: ValidatedSubmission, identifier: str) -> Entry:
     """The board row of a validated submission."""
     figures = submission.figures
     low, high = figures["success"]["ci95"]
+    boot_low, boot_high = figures["success"]["bootstrap_ci95"]
     return Entry(
         submission_id=identifier,
         metadata=submission.metadata,
@@ -89,6 +95,8 @@ def entry_from(submission: ValidatedSubmission, identifier: str) -> Entry:
         seeds_at_threshold=sum(bool(v) for v in figures["threshold_95"]["per_seed"].values()),
         curves=submission.curves,
         threshold=submission.threshold,
+        bootstrap_ci95=(float(boot_low), float(boot_high)),
+        data=submission.data,
     )
 
 

@@ -114,6 +114,30 @@ def threshold_text(entry: Entry) -> str:
     return text
 
 
+def success_text(entry: Entry) -> str:
+    """Success with its interval over seeds and, when recorded, the bootstrap over tasks: a
+    deterministic agent has a zero-width interval over seeds, not over tasks.
+
+    Example:
+        ``93.0 [90.1, 95.9; bootstrap 88.2, 97.1]``
+    """
+    low, high = entry.ci95
+    text = f"{percent(entry.success)} [{percent(low)}, {percent(high)}"
+    if entry.bootstrap_ci95 is not None:
+        boot_low, boot_high = entry.bootstrap_ci95
+        text += f"; bootstrap {percent(boot_low)}, {percent(boot_high)}"
+    return text + "]"
+
+
+def data_text(entry: Entry) -> str:
+    """``; data pinned`` or ``; data modified <fingerprint>`` (empty when not recorded)."""
+    if entry.data is None:
+        return ""
+    if entry.data["pinned"]:
+        return "; data pinned"
+    return f"; data modified {entry.data['fingerprint'][:12]}"
+
+
 def validated_table(board: Board) -> Table:
     """The ranked validated rows of one board."""
     categories = board.categories
@@ -129,7 +153,6 @@ def validated_table(board: Board) -> Table:
         budget = (
             f"{training.iterations:,} it. / {training.rollouts:,} rollouts" if training else NONE
         )
-        low, high = entry.ci95
         rows.append(
             (
                 _plain(str(rank)),
@@ -138,13 +161,13 @@ def validated_table(board: Board) -> Table:
                 _plain(count(metadata.parameters)),
                 _plain(budget),
                 _plain(", ".join(str(seed) for seed in sorted(metadata.seeds))),
-                _plain(f"{percent(entry.success)} [{percent(low)}, {percent(high)}]"),
+                _plain(success_text(entry)),
                 *(
                     _plain(percent(entry.per_category[c]) if c in entry.per_category else NONE)
                     for c in categories
                 ),
                 _plain(threshold_text(entry)),
-                _plain(metadata.code_version),
+                _plain(metadata.code_version + data_text(entry)),
             )
         )
     headers = (
@@ -154,7 +177,7 @@ def validated_table(board: Board) -> Table:
         "parameters",
         "training budget",
         "seeds",
-        "success % [95% CI]",
+        "success % [95% CI; bootstrap]",
         *categories,
         "95% threshold",
         "code version",

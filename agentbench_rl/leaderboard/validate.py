@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,8 @@ class ValidatedSubmission:
         curves: training curves (seed -> iteration -> validation success), if it carries them.
         threshold: the 95%-threshold criterion over the curves within the training budget.
         files: the files that make up the submission, relative to ``folder``, sorted.
+        data: the fingerprint of the external data played and whether it is the pinned one
+            (``summary.json`` ``data``; ALFWorld and WebShop runs of newer harness versions).
     """
 
     folder: Path
@@ -88,6 +91,7 @@ class ValidatedSubmission:
     curves: Curves | None
     threshold: ThresholdResult | None
     files: tuple[str, ...]
+    data: dict[str, Any] | None = None
 
 
 def evaluation_splits(env: str) -> list[str]:
@@ -237,6 +241,24 @@ def _check_run(
             f"{SUMMARY}: split_checksum {json.dumps(summary['split_checksum'])} differs from "
             f"the installed package's {json.dumps(installed)} for {env}/{split}"
         )
+
+
+def _check_data(data: Any) -> dict[str, Any] | None:
+    """``summary.json`` ``data``: absent, or a hex fingerprint and whether it is pinned."""
+    if data is None:
+        return None
+    fingerprint = data.get("fingerprint") if isinstance(data, dict) else None
+    if (
+        not isinstance(data, dict)
+        or set(data) != {"fingerprint", "pinned"}
+        or not isinstance(fingerprint, str)
+        or not re.fullmatch(r"[0-9a-f]{8,64}", fingerprint)
+        or not isinstance(data["pinned"], bool)
+    ):
+        raise SubmissionError(
+            f'{SUMMARY}: data must be {{"fingerprint": hex, "pinned": true|false}}'
+        )
+    return {"fingerprint": fingerprint, "pinned": data["pinned"]}
 
 
 def read_episode_table(path: Path) -> pd.DataFrame:
@@ -402,6 +424,7 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     if curves is not None:
         assert metadata.training is not None  # read_curves refuses curves without training
         threshold = threshold_crossing(curves, THRESHOLD, budget=metadata.training.iterations)
+    data = _check_data(summary.get("data"))
     files = [METADATA_FILE, CONFIG, SUMMARY, episodes_name]
     files += [path.relative_to(folder).as_posix() for path in curve_files(folder)]
     return ValidatedSubmission(
@@ -414,4 +437,5 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
         curves=curves,
         threshold=threshold,
         files=tuple(sorted(files)),
+        data=data,
     )

@@ -244,6 +244,16 @@ class ALFWorldEnv(TextAgentEnv[str]):
         """
         return self._record.task_type if self._record is not None else ""
 
+    def task_category(self, task_id: str) -> str:
+        """The task type of any task of the split, read from its id (no reset: games are slow
+        to load, and ``--limit`` sampling asks for every task's category).
+
+        Example:
+            >>> env.task_category(env.task_ids("valid_seen")[0])  # doctest: +SKIP
+            'look_at_obj_in_light'
+        """
+        return self._manifest.get(task_id).task_type
+
     def expert_action(self) -> str:
         """The next command of the walkthrough stored in the game (replanned if play left it).
 
