@@ -83,6 +83,12 @@ def eval_command(
     debug: Annotated[
         bool, typer.Option("--debug", help="On an agent error, print its traceback.")
     ] = False,
+    save_trajectories: Annotated[
+        bool,
+        typer.Option(
+            "--save-trajectories", help="Write every step to OUT/trajectories (see view)."
+        ),
+    ] = False,
 ) -> None:
     """Evaluate an agent on every task of a standard split, once per seed."""
     from agentbench_rl.envs import evaluation_split
@@ -104,6 +110,7 @@ def eval_command(
             max_steps=max_steps,
             episodes_format=episodes_format,
             env_kwargs=env_kwargs,
+            save_trajectories=save_trajectories,
         )
         config.validate()
         if out is None:
@@ -122,6 +129,21 @@ def eval_command(
 
     print_summary(summary, Console())
     console.print(f"results in {out}/ (episodes.{episodes_format}, summary.json)")
+
+
+@app.command("view")
+def view_command(
+    run: Annotated[Path, typer.Argument(help="Results folder of eval --save-trajectories.")],
+) -> None:
+    """Render what the agent did (steps, frames, step graphs) as RUN/view.html."""
+    from agentbench_rl.harness.view import render_view
+
+    try:
+        page = render_view(run)
+    except ValueError as problem:
+        _fail(str(problem))
+        return
+    console.print(f"wrote {page} (open it in a browser)", highlight=False, soft_wrap=True)
 
 
 @app.command("train")

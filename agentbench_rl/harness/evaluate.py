@@ -33,6 +33,7 @@ from agentbench_rl.harness.provenance import data_fingerprint, record_agent
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.sampling import stratified_sample, task_categories
 from agentbench_rl.harness.stats import summarize
+from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -61,6 +62,7 @@ class EvalConfig:
     limit: int | None = None
     max_steps: int | None = None
     episodes_format: str = "csv"
+    save_trajectories: bool = False
     env_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> TextAgentEnv[Any]:
@@ -163,33 +165,45 @@ def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> 
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(config: EvalConfig) -> None:
-    _worker_state["env"] = config.make_env()
+def _init_worker(config: EvalConfig, out: Path) -> None:
+    _worker_state["env"] = _episode_env(config)
     _worker_state["agent"] = GuardedAgent(load_agent(config.agent))
     _worker_state["spec"] = config.agent
+    _worker_state["out"] = out
 
 
-def _play(env: TextAgentEnv[Any], agent: GuardedAgent, spec: str, job: tuple[str, int]) -> Any:
+def _episode_env(config: EvalConfig) -> Any:
+    """The env episodes run in: recording every step with ``--save-trajectories``."""
+    env = config.make_env()
+    return RecordingEnv(env) if config.save_trajectories else env
+
+
+def _play(env: Any, agent: GuardedAgent, spec: str, job: tuple[str, int], out: Path) -> Any:
     task_id, seed = job
-    return run_guarded(lambda: run_episode(env, agent, task_id, seed), spec, task_id, seed)
+    row = run_guarded(lambda: run_episode(env, agent, task_id, seed), spec, task_id, seed)
+    if isinstance(env, RecordingEnv):
+        write_episode(out, env, row)
+    return row
 
 
 def _worker_episode(job: tuple[str, int]) -> dict[str, Any]:
     state = _worker_state
-    return cast(dict[str, Any], _play(state["env"], state["agent"], state["spec"], job))
+    return cast(
+        dict[str, Any], _play(state["env"], state["agent"], state["spec"], job, state["out"])
+    )
 
 
 def _run_jobs(
-    config: EvalConfig, jobs: list[tuple[str, int]], workers: int
+    config: EvalConfig, jobs: list[tuple[str, int]], workers: int, out: Path
 ) -> Iterator[dict[str, Any]]:
     if workers == 1 or len(jobs) <= 1:
-        env, agent = config.make_env(), GuardedAgent(load_agent(config.agent))
+        env, agent = _episode_env(config), GuardedAgent(load_agent(config.agent))
         for job in jobs:
-            yield _play(env, agent, config.agent, job)
+            yield _play(env, agent, config.agent, job, out)
         return
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
+    with context.Pool(workers, initializer=_init_worker, initargs=(config, out)) as pool:
         yield from pool.imap_unordered(_worker_episode, jobs, chunksize=4)
 
 
@@ -300,7 +314,7 @@ def evaluate(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers):
+            for row in _run_jobs(config, jobs, workers, out):
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)
