@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentbench_rl.leaderboard.schema import SubmissionMetadata, read_json, seed_list
+from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.leaderboard.schema import SubmissionMetadata, seed_list
 
 CURVES_FILE = "curves.json"
 CURVES_DIR = "curves"

@@ -23,12 +23,13 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agentbench_rl.core.jsonfile import read_json
 
 METADATA_FILE = "metadata.json"
 MAX_SEED = 2**32 - 1
@@ -109,30 +110,6 @@ def describe_validation_error(error: ValidationError, file_name: str = METADATA_
         rule = "an http:// or https:// URL" if location == "url" else "one line of printable text"
         return f"{file_name}: field '{location}' must be {rule}"
     return f"{file_name}: field '{location}': {first['msg']}"
-
-
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, raising ``ValueError`` with one line that names the file and position.
-
-    Example:
-        >>> import tempfile
-        >>> path = Path(tempfile.mkdtemp()) / "metadata.json"
-        >>> _ = path.write_text("{oops")
-        >>> try:
-        ...     read_json(path)
-        ... except ValueError as error:
-        ...     print(error)
-        metadata.json is not valid JSON (line 1, column 2: Expecting property name enclosed in double quotes)
-    """  # noqa: E501
-    try:
-        return json.loads(Path(path).read_text("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{Path(path).name} is not valid JSON (not UTF-8 text)") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{Path(path).name} is not valid JSON "
-            f"(line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
 
 
 def load_metadata(path: Path) -> SubmissionMetadata:

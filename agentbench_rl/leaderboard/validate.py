@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.harness.evaluate import CONFIG, EPISODE_COLUMNS, SUMMARY
 from agentbench_rl.harness.stats import ThresholdResult, summarize, threshold_crossing
@@ -37,7 +38,6 @@ from agentbench_rl.leaderboard.schema import (
     METADATA_FILE,
     SubmissionMetadata,
     load_metadata,
-    read_json,
     seed_list,
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
@@ -116,6 +116,22 @@ class TextCraftEnv(TextAgentEnv[str]):
             )
         checksum: str = load_manifest()["checksums"][split]
         return checksum
+
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """``depth-N`` of every task of a split, from the manifest.
+
+        Example:
+            >>> TextCraftEnv.task_categories("adapt")["adapt-000"]
+            'depth-4'
+        """
+        cls.task_ids(split)  # names an unknown split
+        return {row["task_id"]: f"depth-{row['depth']}" for row in load_manifest()["splits"][split]}
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """1 for crafting the goal (which ends the episode), 0 for every other step."""
+        return 1.0 if success else 0.0
 
     def _sample_task_id(self) -> str:
         ids = self.task_ids(self.split)
