@@ -72,8 +72,12 @@ def loads_strict(text: str) -> Any:
         raise JSONProblem(f"nested deeper than {MAX_DEPTH} levels")
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
+    except JSONProblem:
+        raise
     except json.JSONDecodeError as error:
         raise JSONProblem(error.msg, error.lineno, error.colno) from None
+    except ValueError as error:  # e.g. an integer past Python's digit limit
+        raise JSONProblem(str(error).split(";")[0].splitlines()[0]) from None
     except RecursionError:  # unreachable after the depth check; kept as the last guard
         raise JSONProblem("nested too deeply") from None
 

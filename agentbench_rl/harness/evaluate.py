@@ -288,7 +288,7 @@ def _evaluate_in(
             ) as progress,
         ):
             bar = progress.add_task(
-                f"{config.env}/{config.split} {config.agent}",
+                escape(f"{config.env}/{config.split} {config.agent}"),
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
