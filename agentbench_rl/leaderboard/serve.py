@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_rl.leaderboard.render import INDEX, SITE
+from agentbench_rl.leaderboard.store import check_root
 
 
 class _SiteHandler(SimpleHTTPRequestHandler):
@@ -50,7 +51,7 @@ def make_server(root: Path, port: int = 8000, host: str = "127.0.0.1") -> Thread
         ...
         ValueError: x/site/index.html does not exist; run agentbench-rl leaderboard render
     """
-    root = Path(root)
+    root = check_root(root)
     if not (root / SITE / INDEX).is_file():
         raise ValueError(
             f"{root / SITE / INDEX} does not exist; run agentbench-rl leaderboard render"
