@@ -42,7 +42,7 @@ class TextCraftEnv(TextAgentEnv[str]):
     find ...``). Crafting the goal gives reward 1 and ends the episode; the step limit is 40.
 
     Example:
-        >>> env = TextCraftEnv(split="test")
+        >>> env = TextCraftEnv(split="train")
         >>> obs, info = env.reset(options={"task_id": "crafting_table"})
         >>> obs.splitlines()[-1], info["category"]
         ('Goal: craft crafting table.', 'depth-2')
@@ -232,7 +232,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """What ``inventory`` answers, items sorted by name (the original: in order received).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.inventory_text()
             'Inventory: You are not carrying anything.'
@@ -262,7 +262,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         fetching a whole batch at once (an anvil takes 279 iron nuggets).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> "get 1 oak logs" in env.admissible_actions()
             True
@@ -302,7 +302,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """Whether the goal has been crafted.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.won()
             False
@@ -313,7 +313,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """``depth-N``: the goal's crafting depth (1 to 4).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="adapt")
             >>> _ = env.reset(options={"task_id": "adapt-000"})
             >>> env.category()
             'depth-4'
@@ -324,7 +324,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """The next action of the planner's plan from the current inventory.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.expert_action()
             'get 1 acacia logs'
