@@ -103,7 +103,11 @@ def eval_command(
     from agentbench_rl.harness.report import print_summary
 
     print_summary(summary, Console())
-    console.print(escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"))
+    console.print(
+        escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("train")

@@ -61,6 +61,7 @@ class _SokobanBase(TextAgentEnv[Any]):
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         # The step limit is also the generator's bound on the optimal solution.
         self.level_config = LevelConfig(width, height, num_boxes, self.max_steps)
+        fixed_splits(self.level_config)  # a setting that gives no levels fails here, not mid-run
         self._player = 0
         self._boxes: frozenset[int] = frozenset()
         self._grid: str | None = None
