@@ -6,20 +6,26 @@ boards by ``render`` with a warning naming it, and every other board still rende
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
+from submission_helpers import (
+    copy_of,
+    episodes_of,
+    read_json,
+    rejection,
+    write_episodes,
+    write_json,
+)
 
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
 from agentbench_rl.leaderboard.store import submit
-from agentbench_rl.leaderboard.validate import SubmissionError, validate_submission
+from agentbench_rl.leaderboard.validate import validate_submission
 
 METADATA: dict[str, Any] = {
     "name": "random (hostile tests)",
@@ -42,35 +48,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     evaluate(EvalConfig(env="sokoban", split="val", agent="random", seeds=[0]), folder)
     write_json(folder / "metadata.json", METADATA)
     return folder
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text("utf-8"))
-
-
-def copy_of(base: Path, target: Path) -> Path:
-    shutil.copytree(base, target)
-    return target
-
-
-def episodes_of(folder: Path) -> pd.DataFrame:
-    return pd.read_csv(folder / "episodes.csv", dtype={"task_id": str, "category": str})
-
-
-def write_episodes(folder: Path, episodes: pd.DataFrame) -> None:
-    (folder / "episodes.csv").write_text(episodes.to_csv(index=False, lineterminator="\n"))
-
-
-def rejection(folder: Path) -> str:
-    with pytest.raises(SubmissionError) as caught:
-        validate_submission(folder)
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
 
 
 # ------------------------------------------------------------------------------ bounded numbers

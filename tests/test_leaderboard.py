@@ -21,6 +21,14 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from submission_helpers import (
+    copy_of,
+    episodes_of,
+    read_json,
+    rejection,
+    write_episodes,
+    write_json,
+)
 
 from agentbench_rl.cli import main
 from agentbench_rl.core.hashing import stable_hash
@@ -64,35 +72,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
     evaluate(EvalConfig(env="sokoban", split="val", agent="random", seeds=SEEDS), folder)
     write_json(folder / "metadata.json", METADATA)
     return folder
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n", "utf-8")
-
-
-def read_json(path: Path) -> Any:
-    return json.loads(path.read_text("utf-8"))
-
-
-def copy_of(base: Path, target: Path) -> Path:
-    shutil.copytree(base, target)
-    return target
-
-
-def episodes_of(folder: Path) -> pd.DataFrame:
-    return pd.read_csv(folder / "episodes.csv", dtype={"task_id": str, "category": str})
-
-
-def write_episodes(folder: Path, episodes: pd.DataFrame) -> None:
-    (folder / "episodes.csv").write_text(episodes.to_csv(index=False, lineterminator="\n"))
-
-
-def rejection(folder: Path) -> str:
-    with pytest.raises(SubmissionError) as caught:
-        validate_submission(folder)
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
 
 
 def set_outcome(episodes: pd.DataFrame, rows: list[int], won: bool) -> None:

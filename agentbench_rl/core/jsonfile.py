@@ -9,6 +9,7 @@ through :func:`loads_strict` / :func:`read_json` instead, which turn each of tho
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,23 @@ def loads_strict(text: str) -> Any:
         raise JSONProblem(str(error).split(";")[0].splitlines()[0]) from None
     except RecursionError:  # unreachable after the depth check; kept as the last guard
         raise JSONProblem("nested too deeply") from None
+
+
+def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` of each non-blank line of JSON-lines text, parsed strictly;
+    ``ValueError`` names ``name`` and the line.
+
+    Example:
+        >>> list(json_lines('{"a": 1}\n\n[2]\n', "x.jsonl"))
+        [(1, {'a': 1}), (3, [2])]
+    """
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, loads_strict(line)
+        except JSONProblem as problem:
+            raise ValueError(f"{name} line {number} is not valid JSON ({problem.reason})") from None
 
 
 def read_json(path: Path, label: str | None = None) -> Any:

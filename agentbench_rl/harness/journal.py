@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
-from agentbench_rl.core.jsonfile import JSONProblem, loads_strict
+from agentbench_rl.core.jsonfile import json_lines
 
 LOCK = ".lock"
 #: The type every journal field must have (``return`` and ``score`` may be written as ints).
@@ -99,17 +99,10 @@ def read_journal(path: Path, columns: Sequence[str]) -> Journal:
         text = data[:complete_bytes].decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not UTF-8 text") from None
-    lines = text.split("\n")
     rows: list[dict[str, Any]] = []
     seen: set[tuple[int, str]] = set()
     duplicates = 0
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_strict(line)
-        except JSONProblem as problem:
-            raise ValueError(f"{path} line {number} is not valid JSON ({problem.reason})") from None
+    for number, row in json_lines(text, str(path)):
         reason = _problem(row, columns)
         if reason:
             raise ValueError(f"{path} line {number} {reason}")

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agentbench_rl.core.jsonfile import JSONProblem, loads_strict, read_json
+from agentbench_rl.core.jsonfile import json_lines, read_json
 from agentbench_rl.leaderboard.schema import SubmissionMetadata, seed_list
 
 CURVES_FILE = "curves.json"
@@ -79,16 +79,10 @@ def _read_curves_json(path: Path) -> Curves:
 def _read_metrics_jsonl(path: Path, name: str) -> dict[int, float]:
     points: dict[int, float] = {}
     try:
-        lines = path.read_text("utf-8").splitlines()
+        text = path.read_text("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{name} is not UTF-8 text") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_strict(line)
-        except JSONProblem as problem:
-            raise ValueError(f"{name} line {number} is not valid JSON ({problem.reason})") from None
+    for number, row in json_lines(text, name):
         if not isinstance(row, dict):
             raise ValueError(f"{name} line {number} is not a JSON object")
         iteration = row.get("iteration")
