@@ -7,15 +7,18 @@ typed (markup is neither interpreted nor a crash), or succeeds printing it liter
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from agentbench_rl.cli import main
 from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
 from agentbench_rl.harness.journal import ResultsLock
+from agentbench_rl.harness.report import print_summary
 
 MARKUP = ("[/]", "[red]x[/red]", "[link=https://evil.example]x[/link]", "[bold")
 
@@ -174,3 +177,13 @@ def test_generator_settings_out_of_bounds_are_one_line(
     flags = [part for option in options for part in ("--env-option", option)]
     line = one_error(capsys, *ARGS, *flags, "--out", str(tmp_path / "run"))
     assert message in line
+
+
+def test_the_summary_table_shows_an_agent_name_as_typed(tmp_path: Path) -> None:
+    summary = evaluate(
+        EvalConfig(env="sokoban", split="val", agent="expert", limit=2), tmp_path / "run"
+    )
+    summary["agent"] = "openai:http://h[/]#[red]m[/red]"
+    buffer = io.StringIO()
+    print_summary(summary, Console(file=buffer, width=200))
+    assert "sokoban / val / openai:http://h[/]#[red]m[/red]: 2 episodes" in buffer.getvalue()
