@@ -87,10 +87,7 @@ def test_webshop_takes_only_the_exact_ids_of_its_split(
     ("options", "message"),
     [
         ("test-0000", "reset options must be a dict such as {'task_id': ...}, got str"),
-        (
-            ["task_id", "test-0000"],
-            (["task_id", "test-0000"], "must be a dict such as {'task_id': ...}, got list"),
-        ),
+        (["task_id", "test-0000"], "must be a dict such as {'task_id': ...}, got list"),
         ({"taskid": "test-0000"}, "unknown reset option 'taskid' (known: task_id)"),
         ({"task_id": "test-0000", "seed": 3}, "unknown reset option 'seed'"),
         ({"task_id": 7}, "task_id must be a string, got int"),
