@@ -134,8 +134,9 @@ def test_grpo_invalid_penalty() -> None:
 
 
 def test_trajectory_stats_subtract_the_penalty_after_normalisation() -> None:
-    # Hand-worked. Two one-step trajectories, both R = 1, row y invalid, p = 0.1, mean_std: the set {1, 1} has std 0, so R normalises
-    # to 0 for both and y gets -0.1 (normalising its score 0.9 would give -0.1 / 1e-6).
+    # Hand-worked. Two one-step trajectories, both R = 1, row y invalid, p = 0.1, mean_std:
+    # the set {1, 1} has std 0, so R normalises to 0 for both and y gets -0.1 (normalising
+    # its score 0.9 would give -0.1 / 1e-6).
     rows = [("x", 0, "A", "A", "u", 1.0, None), ("y", 0, "A", "A", "u", 1.0, None)]
     check(
         "grpo",

@@ -75,7 +75,8 @@ def dense_anchors() -> FiniteMDP:
     trainer's sparse reward (10 on solving, else 0). The observation is the rendered grid, so it
     is the state: anchors repeat whenever a trajectory revisits a grid or two trajectories
     meet. Claim: GiGPO's anchor-state step term beats GRPO's episode-only credit (GiGPO paper,
-    Sokoban). Hidden features: player cell and box cell.
+    Sokoban). Hidden features: player cell and box cell. Under the uniform initial policy
+    rooms 0 and 1 are solved with probability about 1e-4, rooms 2 and 3 with 0.01 and 0.18.
     """
     builder = MDPBuilder(ACTIONS)
     starts = []
@@ -148,9 +149,11 @@ def sparse_anchors() -> FiniteMDP:
     """**Sparse anchors.** A corridor of 6 cells (0-5) per task; at each cell one of 4 actions
     moves forward, one moves back, two stay (which is which: random per task and cell); reaching
     cell 5 wins; 12-step limit. Each observation is rendered with one of 24 flavour lines drawn
-    afresh at every step ("You hear dripping water."), so exact observation repeats are rare
-    (GiGPO's singleton rate is well above 50% at G = 8), while the policy, like an LLM reading
-    past flavour text, conditions on the cell. Size: 4 tasks x 6 cells, 24 observation
+    afresh at every step ("You hear dripping water."), so exact observation repeats are rare:
+    GiGPO's singleton rate at G = 8 is about 30% under the initial policy (which dithers in the
+    first cells) and rises as the policy learns to walk on (the table gives its mean over the
+    run), while keyed by the true state it is near 0. The policy, like an LLM reading past
+    flavour text, conditions on the cell. Size: 4 tasks x 6 cells, 24 observation
     variants; horizon 12. Claim: BiPACE's cosine clusters of hidden states recover the state
     that exact-match anchors miss (BiPACE paper); hidden features: task, cell and last action,
     plus noise. GiGPO with ``anchor="state"`` is the oracle.

@@ -84,7 +84,7 @@ class MDPBuilder:
         >>> builder.transition(start, 0, [(1.0, start, 0.0)])
         >>> builder.transition(start, 1, [(0.5, goal, 10.0), (0.5, start, 0.0)])
         >>> mdp = builder.build("toy", starts=[start], horizon=2)
-        >>> round(exact_success(mdp, softmax(mdp.initial_logits)[None])[0], 4)  # 1 − 0.75²
+        >>> round(float(exact_success(mdp, softmax(mdp.initial_logits)[None])[0]), 4)  # 1 − 0.75²
         0.4375
     """
 
