@@ -69,6 +69,17 @@ def room_graph(seed: int, config: LevelConfig | None = None) -> RoomGraph:
     return RoomGraph(room, states, edges, terminal)
 
 
+def episode_ends(
+    builder: MDPBuilder, task: int, won: str = "You won.", lost: str = "You lost."
+) -> tuple[int, int]:
+    """The task's two terminal states, won and lost (never acted in, so their features are
+    shared placeholders)."""
+    return (
+        builder.state((task, "won"), obs=won, features=(0,), terminal=True),
+        builder.state((task, "lost"), obs=lost, features=(1,), terminal=True),
+    )
+
+
 def dense_anchors() -> FiniteMDP:
     """**Dense anchors** (Sokoban). The 6x6 one-box rooms of ``bench fidelity`` (generator
     seeds 0-3, one per task), every reachable (player, box) state, 4 moves, 15-step limit, the
@@ -120,8 +131,7 @@ def aliased() -> FiniteMDP:
     starts = []
     for task in range(TASKS):
         right = rng.integers(0, len(actions), size=rooms)
-        won = builder.state((task, "won"), obs="You won.", features=(0,), terminal=True)
-        lost = builder.state((task, "lost"), obs="You lost.", features=(1,), terminal=True)
+        won, lost = episode_ends(builder, task)
 
         def room(k: int, bit: int, task: int = task) -> int:
             return builder.state(
@@ -202,8 +212,7 @@ def lucky_rare() -> FiniteMDP:
     starts = []
     logits = (0.0, float(np.log(0.12 / 0.88)))
     for task, q in enumerate((0.25, 0.30, 0.35, 0.40)):
-        won = builder.state((task, "won"), obs="You won.", features=(0,), terminal=True)
-        lost = builder.state((task, "lost"), obs="You lost.", features=(1,), terminal=True)
+        won, lost = episode_ends(builder, task)
         ids = [
             builder.state(
                 (task, k),
@@ -238,10 +247,7 @@ def history_credit() -> FiniteMDP:
     builder = MDPBuilder(actions)
     starts = []
     for task in range(TASKS):
-        won = builder.state((task, "won"), obs="The door opens.", features=(0,), terminal=True)
-        lost = builder.state(
-            (task, "lost"), obs="The door stays shut.", features=(1,), terminal=True
-        )
+        won, lost = episode_ends(builder, task, "The door opens.", "The door stays shut.")
         start = builder.state(
             (task, "start"), obs=f"Task {task}. Choose a key.", features=(2 + task, 10)
         )
@@ -290,8 +296,7 @@ def branching() -> FiniteMDP:
     builder = MDPBuilder(actions)
     starts = []
     for task in range(TASKS):
-        won = builder.state((task, "won"), obs="You won.", features=(0,), terminal=True)
-        lost = builder.state((task, "lost"), obs="You lost.", features=(1,), terminal=True)
+        won, lost = episode_ends(builder, task)
 
         def node(layer: int, slot: int, task: int = task) -> int:
             return builder.state(
