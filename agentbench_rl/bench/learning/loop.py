@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import yaml
 
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.mdp import FiniteMDP, HiddenFeatures, exact_success, softmax
@@ -52,8 +53,6 @@ class EstimatorSpec:
     @classmethod
     def parse(cls, text: str) -> EstimatorSpec:
         """``name`` or ``name:key=value,key=value`` (values read as YAML scalars)."""
-        import yaml
-
         name, _, rest = text.partition(":")
         params: dict[str, Any] = {}
         for item in filter(None, rest.split(",")):
@@ -151,7 +150,16 @@ class Played:
 
 
 def play(mdp: FiniteMDP, policies: np.ndarray, draws: list[SeedDraws], group_size: int) -> Played:
-    """Play every trajectory of every seed in lockstep (vectorised over trajectories)."""
+    """Play every trajectory of every seed in lockstep (vectorised over trajectories).
+
+    Example:
+        >>> mdp = FAMILY["lucky_rare"]()
+        >>> config = LearningConfig(tasks=2, group_size=3)
+        >>> draws = [SeedDraws.draw(mdp, seed, 1, config) for seed in (0, 1)]
+        >>> played = play(mdp, softmax(mdp.initial_logits)[None].repeat(2, axis=0), draws, 3)
+        >>> sorted(set(played.traj.tolist())), int(played.t.max()) < mdp.horizon
+        ([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], True)
+    """
     per_seed = len(draws[0].action)
     seed_of = np.repeat(np.arange(len(draws)), per_seed)
     starts = np.concatenate([np.repeat(mdp.starts[d.tasks], group_size) for d in draws])
@@ -196,7 +204,17 @@ def play(mdp: FiniteMDP, policies: np.ndarray, draws: list[SeedDraws], group_siz
 def step_batch(
     mdp: FiniteMDP, played: Played, group_size: int, hidden: HiddenFeatures
 ) -> StepBatch:
-    """The rows as the real envs give them: group = (seed, task draw), keys as strings."""
+    """The rows as the real envs give them: group = (seed, task draw), keys as strings.
+
+    Example:
+        >>> mdp = FAMILY["sparse_anchors"]()
+        >>> config = LearningConfig(tasks=2, group_size=3)
+        >>> draws = [SeedDraws.draw(mdp, 0, 1, config)]
+        >>> played = play(mdp, softmax(mdp.initial_logits)[None], draws, 3)
+        >>> batch = step_batch(mdp, played, 3, config.hidden)
+        >>> batch.n_groups, batch.n_trajs, batch.hidden.shape[1]
+        (2, 6, 32)
+    """
     obs_key = mdp.obs_key[played.state]
     if mdp.obs_variants > 1:  # a noisy rendering: the text differs with the flavour line
         obs_key = obs_key + np.char.add("/", played.variant.astype(str)).astype(object)
@@ -215,7 +233,17 @@ def step_batch(
 
 def minibatches(played: Played, n_seeds: int, count: int) -> np.ndarray:
     """Minibatch of each row: its rank among its seed's rows by the row's key, in ``count``
-    near-equal slices."""
+    near-equal slices.
+
+    Example:
+        >>> mdp = FAMILY["lucky_rare"]()
+        >>> config = LearningConfig(tasks=2, group_size=4)
+        >>> draws = [SeedDraws.draw(mdp, 0, 1, config)]
+        >>> played = play(mdp, softmax(mdp.initial_logits)[None], draws, 4)
+        >>> sizes = np.bincount(minibatches(played, 1, 4))
+        >>> len(sizes), int(sizes.max() - sizes.min()) <= 1  # four near-equal slices
+        (4, True)
+    """
     order = np.lexsort((played.order, played.seed))
     sizes = np.bincount(played.seed, minlength=n_seeds)
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
