@@ -24,7 +24,7 @@ def test_hand_worked_allocation() -> None:
 def test_textcraft_sample_covers_the_depths_in_proportion() -> None:
     env = make("textcraft", split="test")
     ids = env.task_ids("test")
-    categories = task_categories(env, ids)
+    categories = task_categories(env, "test", ids)
     sizes = Counter(categories.values())
     sample = stratified_sample(categories, 20)
     counts = Counter(categories[t] for t in sample)
@@ -46,6 +46,29 @@ def test_limit_runs_the_sample_and_announces_it(tmp_path: Path) -> None:
     assert "a sample of 20 of the 200 tasks" in stream.getvalue()
     assert summary["complete_split"] is False
     env = make("textcraft", split="test")
-    expected = stratified_sample(task_categories(env, env.task_ids("test")), 20)
+    expected = stratified_sample(task_categories(env, "test", env.task_ids("test")), 20)
     episodes = (tmp_path / "run" / "episodes.csv").read_text().splitlines()[1:]
     assert [line.split(",")[0] for line in episodes] == expected * 2  # both seeds, same tasks
+
+
+class _PlayedCategories:
+    """An env that knows a task's category only after a reset on it (as WebShop)."""
+
+    def __init__(self) -> None:
+        self.resets: list[str] = []
+
+    def task_categories(self, split: str) -> None:
+        return None
+
+    def reset(self, seed: int, options: dict[str, str]) -> None:
+        self.resets.append(options["task_id"])
+
+    def category(self) -> str:
+        return "odd" if int(self.resets[-1][1:]) % 2 else "even"
+
+
+def test_categories_come_from_resets_where_the_env_has_no_map() -> None:
+    env = _PlayedCategories()
+    categories = task_categories(env, "test", ["t1", "t2", "t3"])
+    assert categories == {"t1": "odd", "t2": "even", "t3": "odd"}
+    assert env.resets == ["t1", "t2", "t3"]

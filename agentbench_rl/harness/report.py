@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -25,7 +26,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     )
     # Light borders and no wrapping of names: the longest ALFWorld category (30 characters) and
     # every figure fit in 80 columns.
-    table = Table(title=title, box=None, pad_edge=False, header_style="bold underline")
+    table = Table(title=escape(title), box=None, pad_edge=False, header_style="bold underline")
     names = ["all", *summary["per_category"]]
     table.add_column("", no_wrap=True, min_width=max(len(name) for name in names))
     for column in ("tasks", "success", "95% CI", "bootstrap", "score"):

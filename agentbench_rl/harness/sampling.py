@@ -22,23 +22,22 @@ from agentbench_rl.core.hashing import seed_from
 SAMPLE_SEED = 0
 
 
-def task_categories(env: Any, tasks: Sequence[str]) -> dict[str, str]:
-    """The category of every task: the env's ``task_category(task_id)`` where it has one (envs
-    whose resets are slow), else its ``category()`` after a reset on the task.
+def task_categories(env: Any, split: str, tasks: Sequence[str]) -> dict[str, str]:
+    """The category of every task: from the env's ``task_categories(split)`` where it knows them
+    without playing, else its ``category()`` after a reset on each task.
 
     Example:
         >>> from agentbench_rl.envs import make
-        >>> task_categories(make("sokoban", split="test"), ["test-0000"])
+        >>> task_categories(make("sokoban", split="test"), "test", ["test-0000"])
         {'test-0000': 'easy'}
     """
-    lookup = getattr(env, "task_category", None)
+    known = env.task_categories(split)
+    if known is not None:
+        return {task: str(known[task]) for task in tasks}
     categories = {}
     for task in tasks:
-        if callable(lookup):
-            categories[task] = str(lookup(task))
-        else:
-            env.reset(seed=0, options={"task_id": task})
-            categories[task] = str(env.category())
+        env.reset(seed=0, options={"task_id": task})
+        categories[task] = str(env.category())
     return categories
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import ClassVar
@@ -172,6 +172,21 @@ class ALFWorldEnv(TextAgentEnv[str]):
         """
         return load_manifest(split).checksum
 
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """The task type of every game of a split, from its manifest.
+
+        Example:
+            >>> ALFWorldEnv.task_categories("valid_seen")[ALFWorldEnv.task_ids("valid_seen")[0]]
+            'look_at_obj_in_light'
+        """
+        return {game.task_id: game.task_type for game in load_manifest(split).games}
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """1 on the winning step, 0 on every other step."""
+        return 1.0 if success else 0.0
+
     def _sample_task_id(self) -> str:
         games = self._manifest.games
         return games[int(self.np_random.integers(len(games)))].task_id
@@ -243,16 +258,6 @@ class ALFWorldEnv(TextAgentEnv[str]):
             'look_at_obj_in_light'
         """
         return self._record.task_type if self._record is not None else ""
-
-    def task_category(self, task_id: str) -> str:
-        """The task type of any task of the split, read from its id (no reset: games are slow
-        to load, and ``--limit`` sampling asks for every task's category).
-
-        Example:
-            >>> env.task_category(env.task_ids("valid_seen")[0])  # doctest: +SKIP
-            'look_at_obj_in_light'
-        """
-        return self._manifest.get(task_id).task_type
 
     def expert_action(self) -> str:
         """The next command of the walkthrough stored in the game (replanned if play left it).
