@@ -117,52 +117,27 @@ def test_view_page_has_every_task_frame_and_step_graph(visual_run: Path) -> None
     assert parsed.svgs == len(parsed.tasks)  # one step graph per task
 
 
+def _cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentbench_rl.cli", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def test_view_escapes_what_the_agent_wrote(tmp_path: Path) -> None:
     (tmp_path / "hostile.py").write_text(HOSTILE_AGENT)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentbench_rl.cli",
-            "eval",
-            "--env",
-            "sokoban",
-            "--split",
-            "val",
-            "--agent",
-            "python:hostile:act",
-            "--limit",
-            "1",
-            "--save-trajectories",
-            "--out",
-            "run",
-        ],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    args = ["eval", "--env", "sokoban", "--split", "val", "--agent", "python:hostile:act"]
+    result = _cli([*args, "--limit", "1", "--save-trajectories", "--out", "run"], tmp_path)
     assert result.returncode == 0, result.stderr
-    view = subprocess.run(
-        [sys.executable, "-m", "agentbench_rl.cli", "view", "run"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    view = _cli(["view", "run"], tmp_path)
     assert view.returncode == 0, view.stderr
     html = (tmp_path / "run" / "view.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;x&lt;/script&gt;" in html
-    empty = subprocess.run(
-        [sys.executable, "-m", "agentbench_rl.cli", "view", str(tmp_path)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    empty = _cli(["view", str(tmp_path)], tmp_path)
     assert empty.returncode == 2 and "--save-trajectories" in empty.stderr
 
 
