@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentbench_rl
-from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.base import EpisodeEndedError
 from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
@@ -298,7 +298,18 @@ def test_harness_runs_the_expert(kwargs: dict[str, Any], tmp_path: Path) -> None
         env="webshop", split="test", agent="expert", limit=10, env_kwargs=env_kwargs
     )
     summary = evaluate(config, tmp_path / "run")
-    assert summary["success"]["mean"] == 1.0
+    # --limit 10 is a stratified sample; the expert's own episodes on it, played here directly,
+    # give the success the harness must report (it is not 1: the expert wins 95.6% of test).
+    env = WebShopEnv(split="test", **kwargs)
+    won = []
+    for task in config.tasks():
+        env.reset(seed=seed_from(0, task) % 2**31, options={"task_id": task})
+        done = False
+        while not done:
+            _, _, terminated, truncated, info = env.step(env.expert_action())
+            done = terminated or truncated
+        won.append(bool(info["won"]))
+    assert summary["success"]["mean"] == sum(won) / len(won)
     # the split's manifest checksum bound to the env id
     assert summary["split_checksum"] == stable_hash(["webshop", WebShopEnv.split_checksum("test")])
 

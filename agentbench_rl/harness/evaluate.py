@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import subprocess
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -242,6 +242,12 @@ def _prepare_folder(
         previous = read_json(config_path, str(config_path))
         if not isinstance(previous, dict):
             raise ValueError(f"{config_path} must hold a JSON object")
+        # A folder written before a field existed holds that field's default.
+        defaults = {item.name: item.default for item in fields(EvalConfig)}
+        previous = {
+            **{key: value for key, value in defaults.items() if value is not MISSING},
+            **previous,
+        }
         if previous != stored:
             changed = sorted(k for k in stored if previous.get(k) != stored[k])
             raise ValueError(

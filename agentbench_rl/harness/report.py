@@ -26,7 +26,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     )
     # Light borders and no wrapping of names: the longest ALFWorld category (30 characters) and
     # every figure fit in 80 columns.
-    table = Table(title=escape(title), box=None, pad_edge=False, header_style="bold underline")
+    console.print(escape(title), highlight=False)
+    table = Table(box=None, pad_edge=False, header_style="bold underline")
     names = ["all", *summary["per_category"]]
     table.add_column("", no_wrap=True, min_width=max(len(name) for name in names))
     for column in ("tasks", "success", "95% CI", "bootstrap", "score"):
