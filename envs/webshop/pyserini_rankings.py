@@ -13,7 +13,8 @@ pyserini 0.17.0, which pins old libraries, so it runs in its own virtual environ
 
     apt-get install -y openjdk-17-jre-headless
     python -m venv /work/venv-pyserini
-    /work/venv-pyserini/bin/pip install torch==2.13.0 pyserini==0.17.0
+    # pyserini.search imports faiss, which pyserini does not require: hence faiss-cpu.
+    /work/venv-pyserini/bin/pip install torch==2.13.0 pyserini==0.17.0 faiss-cpu
 
 The fixture holds the catalogue's asins in document order, each query's sha256, the indices of
 its top 50 in the asin list, and pyserini's scores of the first 100 queries' results (as
