@@ -13,13 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentbench_rl.envs.webshop.data import clean_product, load_catalogue
 from agentbench_rl.envs.webshop.env import search_query
 from agentbench_rl.envs.webshop.goals import build_goals
 from agentbench_rl.envs.webshop.search import (
+    _ASCII_TOKEN,
     Analyzer,
     SearchIndex,
+    _patterns,
     byte4_to_int,
     int_to_byte4,
     lucene_tokens,
@@ -83,6 +87,13 @@ def test_tokens_as_lucene_standard_tokenizer() -> None:
     assert lucene_tokens(text) == [
         "❤️", "★", "__init__", "foo_", "ps", "新", "包", "comfort：bring", "1⁄2"
     ]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="aZ09_ :.,;'-x\t", max_size=30))
+def test_ascii_fast_path_cuts_as_the_unicode_pattern(text: str) -> None:
+    unicode_pattern, _ = _patterns()
+    assert _ASCII_TOKEN.findall(text) == unicode_pattern.findall(text)
 
 
 def test_small_float_lengths_by_hand() -> None:
