@@ -14,8 +14,8 @@ class RandomAgent:
 
     Those are the admissible actions, except where an env lists a placeholder: on WebShop's
     search page the one choice is searching the goal instruction, elsewhere every clickable is
-    equally likely. Without an env (``begin_episode(None, ...)``) it draws from
-    ``info["admissible_actions"]``.
+    equally likely. Without such an env (``begin_episode(None, ...)``, or an env of another
+    library) it draws from ``info["admissible_actions"]``.
 
     Example:
         >>> agent = RandomAgent()
@@ -37,10 +37,8 @@ class RandomAgent:
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
         """A uniformly drawn choice (``""`` if there is none)."""
-        if self._env is not None:
-            actions = self._env.user_choices()
-        else:
-            actions = info.get("admissible_actions") or []
+        user_choices = getattr(self._env, "user_choices", None)  # None: no env, or not ours
+        actions = user_choices() if user_choices else info.get("admissible_actions") or []
         return str(self._rng.choice(actions or [""]))
 
 
