@@ -55,7 +55,11 @@ def query_digest(queries: list[str]) -> list[str]:
 
 
 def export(data_dir: Path, folder: Path) -> tuple[list[str], list[str]]:
-    """Write the original's ``documents.jsonl`` and the goal queries into ``folder``."""
+    """Write the original's ``documents.jsonl`` and the goal queries into ``folder``.
+
+    Each document has the original's ``id`` and ``contents``; the original also stores the
+    product dict (``product``), which only the raw field keeps and no search reads.
+    """
     from agentbench_rl.envs.webshop.data import load_catalogue
     from agentbench_rl.envs.webshop.env import search_query
     from agentbench_rl.envs.webshop.goals import build_goals
