@@ -139,7 +139,7 @@ def train_command(
         extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
         if bc:
             extra.append("bc.enabled=true")
-        ours, verl_extra = list(overrides or []), []
+        ours, verl_extra = list(overrides or []), list[str]()
         if engine == "verl":
             from agentbench_rl.integrations.verl.config import split_overrides
 

@@ -127,7 +127,7 @@ def test_bad_verl_override_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_bipace_is_rejected_with_what_is_missing(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="hidden state.*custom actor-worker method"):
+    with pytest.raises(ValueError, match=r"hidden state.*custom actor-worker method"):
         prepare_run(TrainConfig(env="sokoban", estimator="bipace"), tmp_path)
     assert not (tmp_path / "config.yaml").exists()  # rejected before any work
 
@@ -352,3 +352,54 @@ def test_advantages_through_verl_storage_equal_compute(storage: None) -> None:
             want = 0.0 if tag.get("is_padding") else expected[order[key]]
             np.testing.assert_allclose(values.numpy(), want, rtol=1e-6, atol=1e-6, err_msg=name)
         assert metrics["agentbench/rows"] == len(truth)
+
+
+def test_docstring_examples_of_the_verl_modules() -> None:
+    import doctest
+    import importlib
+
+    for name in ("advantages", "agent_loop", "config", "data", "launcher", "trainer"):
+        module = importlib.import_module(f"agentbench_rl.integrations.verl.{name}")
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, f"{result.failed} failing example(s) in {name}"
+
+
+# ---------------------------------------------------------------------- end to end, on a GPU
+SMOKE_MODEL = os.environ.get("AGENTBENCH_SMOKE_MODEL", "Qwen/Qwen2.5-0.5B-Instruct")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_end_to_end_on_a_gpu(tmp_path: Path) -> None:
+    """A few verl steps of GiGPO on Sokoban with Qwen2.5-0.5B (needs verl's vllm extra and the
+    model, AGENTBENCH_SMOKE_MODEL or the Hugging Face cache), then the last checkpoint is
+    evaluated through the harness as an ``hf:`` agent."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    train = [
+        sys.executable, "-m", "agentbench_rl.cli", "train", "--engine", "verl",
+        "--env", "sokoban", "--estimator", "gigpo", "--model", SMOKE_MODEL, "--out", str(run),
+        "iterations=2", "n_tasks=2", "group_size=4", "max_steps=3", "max_new_tokens=64",
+        "max_prompt_tokens=1024", "minibatch_size=8", "forward_batch_size=4",
+        "checkpoint_every=2", "dtype=bfloat16",
+        "verl.trainer.n_gpus_per_node=1",
+        "verl.actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        "verl.actor_rollout_ref.rollout.gpu_memory_utilization=0.4",
+        "verl.actor_rollout_ref.rollout.agent.num_workers=2",
+        "verl.transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]  # fmt: skip
+    done = subprocess.run(train, capture_output=True, text=True, timeout=1500, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    from agentbench_rl.integrations.verl.launcher import checkpoint_steps, hf_checkpoint
+
+    assert checkpoint_steps(run) == [2]
+    folder = hf_checkpoint(run)
+    evaluate = [
+        sys.executable, "-m", "agentbench_rl.cli", "eval", "--env", "sokoban", "--split", "val",
+        "--agent", f"hf:{folder}", "--limit", "2", "--max-steps", "3", "--out", str(tmp_path / "e"),
+    ]  # fmt: skip
+    done = subprocess.run(evaluate, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "e" / "summary.json").is_file()

@@ -88,7 +88,7 @@ def step_batch_from_rows(
     if keep.size == 0:
         raise ValueError("verl rows: every row of the batch is padding")
     columns: dict[str, list[Any]] = {name: [] for name in ("group", "traj", *RECORD_FIELDS)}
-    for row in keep:
+    for row in keep.tolist():
         record = records[row]
         if not isinstance(record, Mapping):
             raise ValueError(

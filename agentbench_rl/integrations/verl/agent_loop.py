@@ -60,7 +60,6 @@ class AgentBenchAgentLoop(AgentLoopBase):
     """
 
     def __init__(self, *args: Any, settings: Any, **kwargs: Any) -> None:
-        kwargs.pop("tools", None)  # verl offers every loop its tool list; envs are our tools
         super().__init__(*args, **kwargs)
         self.settings = VerlSettings.from_mapping(settings)
         self.response_length = int(self.rollout_config.response_length)
@@ -92,7 +91,9 @@ class AgentBenchAgentLoop(AgentLoopBase):
                 prompt = build_prompt(
                     env.env_name, observation, history, info["admissible_actions"], prompt_config
                 )
-                prompt_ids = await self.ct_build_initial_tokens([{"role": "user", "content": prompt}])
+                prompt_ids = await self.ct_build_initial_tokens(
+                    [{"role": "user", "content": prompt}]
+                )
                 generated = await self.server_manager.generate(
                     request_id=uuid4().hex, prompt_ids=prompt_ids, sampling_params=sampling_params
                 )
@@ -139,8 +140,7 @@ class AgentBenchAgentLoop(AgentLoopBase):
             record["steps"] = len(records)
         final = outputs[-1]
         final.reward_score = sum(
-            training_reward(record, settings.reward, settings.success_reward)
-            for record in records
+            training_reward(record, settings.reward, settings.success_reward) for record in records
         )
         final.extra_fields["reward_extra_info"] = {
             "success": float(won),

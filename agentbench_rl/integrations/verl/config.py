@@ -130,6 +130,11 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
             "(it would take a custom actor-worker method, one extra forward per step row); "
             "train it with the home trainer (engine hf or vllm)"
         )
+    if config.env == "visual_sokoban":
+        raise ValueError(
+            "engine verl sends text prompts only; visual_sokoban's images would be dropped "
+            "(vision-language policies are issue #16)"
+        )
     if config.action_mode != "generate":
         raise ValueError("engine verl samples free text: use action_mode generate")
     env_kwargs = dict(config.env_kwargs)

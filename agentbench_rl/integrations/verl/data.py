@@ -32,7 +32,9 @@ def split_tasks(env: str, split: str, size: int | None = None) -> list[str]:
     name = resolve(env).name
     cls = env_class(name)
     if split not in cls.splits():
-        raise ValueError(f"env '{name}' has no split '{split}' (choose from {', '.join(cls.splits())})")
+        raise ValueError(
+            f"env '{name}' has no split '{split}' (choose from {', '.join(cls.splits())})"
+        )
     if size is not None and size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
     try:

@@ -93,7 +93,7 @@ def task_runner_class() -> Any:
     import ray
     from verl.trainer.main_ppo import TaskRunnerV1
 
-    class AgentBenchTaskRunner(TaskRunnerV1.__ray_actor_class__):  # type: ignore[name-defined,misc]
+    class AgentBenchTaskRunner(TaskRunnerV1.__ray_actor_class__):
         """``TaskRunnerV1.run`` with our trainer class (verl picks its class by mode name)."""
 
         def run(self, config: Any) -> None:
@@ -132,7 +132,7 @@ def train_verl(
     """Prepare ``out`` and train there with verl (needs the ``verl`` extra and GPUs)."""
     try:
         # the imports every verl process needs: fail here, in one line, not in a Ray worker
-        import agentbench_rl.integrations.verl.agent_loop  # noqa: F401
+        import agentbench_rl.integrations.verl.agent_loop
         import agentbench_rl.integrations.verl.trainer  # noqa: F401
     except ImportError as missing:
         raise ImportError(

@@ -54,7 +54,10 @@ def nested_constant(values: np.ndarray, lengths: torch.Tensor) -> torch.Tensor:
         [[1.5, 1.5], [-2.0]]
     """
     return torch.nested.as_nested_tensor(
-        [torch.full((int(n),), float(v), dtype=torch.float32) for v, n in zip(values, lengths)],
+        [
+            torch.full((int(n),), float(v), dtype=torch.float32)
+            for v, n in zip(values, lengths, strict=True)
+        ],
         layout=torch.jagged,
     )
 
@@ -92,7 +95,9 @@ class AgentBenchTrainer(PPOTrainerSync):
         )
         lengths = data["response_mask"].offsets().diff()
         values = nested_constant(advantages, lengths)
-        fields = TensorDict({"advantages": values, "returns": values.clone()}, batch_size=len(batch))
+        fields = TensorDict(
+            {"advantages": values, "returns": values.clone()}, batch_size=len(batch)
+        )
         real = advantages[~np.asarray(padding)]
         metrics.update(
             {
