@@ -278,9 +278,12 @@ def storage() -> Iterator[None]:
         ray.shutdown()
 
 
-def test_advantages_through_verl_storage_equal_compute(storage: None) -> None:
-    """Sessions go through verl's own post-processing into its storage, verl pads the batch,
-    rows are shuffled; the advantages our trainer writes back equal ``compute`` on the rows."""
+def test_advantages_through_verl_storage_equal_compute(
+    storage: None, run: tuple[Path, Any], tiny: Policy, server: TinyChatServer
+) -> None:
+    """Sessions go through verl's own post-processing into its storage (one group played by
+    our agent loop, two by random agents), verl pads the batch, rows are shuffled; the
+    advantages our trainer writes back equal ``compute`` on the rows."""
     import transfer_queue as tq
     from transfer_queue import KVBatchMeta
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
@@ -323,17 +326,38 @@ def test_advantages_through_verl_storage_equal_compute(storage: None) -> None:
                 )  # fmt: skip
 
     asyncio.run(put_all())
+    # verl copied the last output's reward_score onto every output of a session: per-step
+    # rewards could not have travelled there (hence the step records)
+    scores = tq.kv_batch_get(keys=sorted(truth), partition_id="train", select_fields=["rm_scores"])
+    assert all(row[-1].item() == 1.0 for row in scores["rm_scores"].unbind())
+
+    settings = VerlSettings(env="sokoban", env_kwargs={"max_steps": 3})
+    manager = ChatServerManager(server.base_url, tiny.tokenizer)
+    played = play_group(run[1], tiny, manager, settings, "val-0004", "val", size=3)
+
+    async def put_played() -> None:
+        for member, outputs in enumerate(played):
+            for index, output in enumerate(outputs):
+                record = output.extra_fields[RECORD_KEY]
+                truth[f"uid-c_{member}_{index}"] = {**record, "group": "uid-c",
+                                                    "traj": f"uid-c/{member}"}  # fmt: skip
+            await worker._agent_loop_postprocess(
+                outputs, False, uid="uid-c", session_id=member, global_steps=1,
+                raw_prompt=[{"role": "user", "content": "x"}],
+            )  # fmt: skip
+
+    asyncio.run(put_played())
     listing = tq.kv_list("train")["train"]
     keys = sorted(listing)
     assert set(keys) == set(truth)
     random.Random(0).shuffle(keys)
     batch = KVBatchMeta(partition_id="train", keys=keys, tags=[listing[key] for key in keys])
-    batch = upsample_batch_to_divisible_size(batch, 16, eos_token_id=0)  # verl's own padding
-    n_padding = sum(bool(tag.get("is_padding")) for tag in batch.tags)
-    assert n_padding == (-len(truth)) % 16 and n_padding > 0
+    multiple = len(truth) + 5  # verl's own padding: 5 rows that copy the first row's fields
+    batch = upsample_batch_to_divisible_size(batch, multiple, eos_token_id=0)
+    assert sum(bool(tag.get("is_padding")) for tag in batch.tags) == 5
 
     reference = StepBatch.from_records(
-        [{k: v for k, v in truth[key].items() if k not in ("member", "steps")} | {
+        [{k: v for k, v in truth[key].items() if k not in ("member", "steps", "task_id")} | {
             "reward": training_reward(truth[key], "success", 10.0)} for key in truth]
     )  # fmt: skip
     order = {key: i for i, key in enumerate(truth)}
@@ -403,3 +427,22 @@ def test_end_to_end_on_a_gpu(tmp_path: Path) -> None:
     done = subprocess.run(evaluate, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "e" / "summary.json").is_file()
+
+
+def test_a_reward_score_without_reward_extra_info_breaks_verl_storage() -> None:
+    """Why our last output always carries ``reward_extra_info``: verl's post-processing copies
+    it from the last output to the others and fails without it."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    worker = object.__new__(AgentLoopWorkerTQ.__ray_actor_class__)
+    worker.reward_loop_worker_handles, worker.distillation_enabled = None, False
+    worker.processor = None
+    outputs = [
+        AgentLoopOutput(prompt_ids=[1], response_ids=[2], response_mask=[1],
+                        metrics=AgentLoopMetrics())
+        for _ in range(2)
+    ]  # fmt: skip
+    outputs[-1].reward_score = 1.0
+    with pytest.raises(KeyError, match="reward_extra_info"):
+        asyncio.run(worker._agent_loop_postprocess(outputs, False, uid="u", session_id=0))
