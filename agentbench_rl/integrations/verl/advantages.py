@@ -25,20 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
 from agentbench_rl.estimators import EstimatorResult, compute
 
 #: Where a sample's step record lives in verl's ``extra_fields``.
 RECORD_KEY = "agentbench_step"
 
-#: The fields of a step record (what the agent loop writes and this module reads).
+#: The fields of a step record (what the agent loop writes and this module reads): the
+#: ``StepBatch`` columns but group and trajectory (verl's uid and session give those), success,
+#: and the episode's length (for the success reward on its last step).
 RECORD_FIELDS = (
-    "t",
-    "reward",
-    "obs_key",
-    "state_key",
-    "action_key",
-    "valid",
+    *(name for name in REQUIRED_COLUMNS if name not in ("group", "traj")),
     "success",
     "steps",
 )
