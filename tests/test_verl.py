@@ -226,6 +226,8 @@ def test_agent_loop_plays_a_group_against_an_openai_style_server(
     start, info = make(env, split=split, max_steps=3).reset(options={"task_id": task_id})
     expected = build_prompt(env, start, [], info["admissible_actions"], settings.prompt_config())
     assert manager.prompts.count(expected + "\n") >= 3  # every member's first prompt, verbatim
+    # the tokens verl trains on are the tokens the harness's hf: agent reads
+    assert all(outputs[0].prompt_ids == tiny.encode_prompt(expected) for outputs in group)
     for outputs in group:
         records = [output.extra_fields[RECORD_KEY] for output in outputs]
         assert [record["t"] for record in records] == list(range(len(records)))
