@@ -14,6 +14,18 @@ method replaced, and the config keeps ``trainer.v1.trainer_mode=sync`` (verl com
 string literally: any other name would pick the asynchronous replay buffer). The estimator name
 ``agentbench`` in ``algorithm.adv_estimator`` is registered with verl so that verl's own
 advantage path, if it were ever reached, fails loudly instead of computing something else.
+
+BiPACE (not built; ``--engine verl`` rejects it): it needs, per step row, the actor's residual
+stream at layer ``-hidden_layer`` on the last prompt token. verl's rollout servers return token
+ids and log-probs only, and the actor worker (``verl.workers.engine_workers.
+ActorRolloutRefWorker``) has no method that returns hidden states: its ``compute_log_prob``
+runs the engine's ``infer_batch``, whose forward step keeps log-probs and entropy. The route is
+an extra forward: a worker subclass with one more ``@register(dispatch_mode=
+make_nd_compute_dataproto_dispatch_fn(mesh_name="actor"))`` method that runs the FSDP module on
+the prompts with ``output_hidden_states=True`` and returns that one vector per row, mapped in by
+overriding the trainer's ``_init_resource_pool_mgr``, and called from ``_step_once`` before the
+advantage step, which would pass the vectors to ``StepBatch(hidden=...)``. It needs a GPU to
+build and check (FSDP), which this round did not have.
 """
 
 from __future__ import annotations
