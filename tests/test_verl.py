@@ -126,6 +126,16 @@ def test_bad_verl_override_is_one_clear_error(tmp_path: Path) -> None:
         prepare_run(config, tmp_path, ["trainer.n_gpus_per_node=2"])
 
 
+def test_verl_settings_our_advantage_step_skips_are_rejected(tmp_path: Path) -> None:
+    config = TrainConfig(env="sokoban", model="m", n_tasks=2, group_size=4, minibatch_size=8)
+    for override in (
+        "algorithm.use_kl_in_reward=true",
+        "algorithm.rollout_correction.rollout_is=token",
+    ):
+        with pytest.raises(ValueError, match="not supported"):
+            prepare_run(config, tmp_path / override[:20], ["trainer.n_gpus_per_node=1", override])
+
+
 def test_bipace_is_rejected_with_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"hidden state.*custom actor-worker method"):
         prepare_run(TrainConfig(env="sokoban", estimator="bipace"), tmp_path)

@@ -277,7 +277,7 @@ def compose(overrides: Sequence[str]) -> DictConfig:
             use_reference_policy=need_reference_policy(config),
             use_critic=need_critic(config),
         )
-    except (HydraException, OmegaConfBaseException, AssertionError) as problem:
+    except (HydraException, OmegaConfBaseException, AssertionError, ValueError) as problem:
         first = str(problem).strip().splitlines()[0] if str(problem).strip() else repr(problem)
         raise ValueError(f"verl config: {first}") from None
     return config

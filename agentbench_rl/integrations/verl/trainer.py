@@ -43,6 +43,7 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, row_advantages
 from agentbench_rl.integrations.verl.config import ADV_ESTIMATOR, VerlSettings, read_settings
+from agentbench_rl.integrations.verl.launcher import check_supported
 
 
 def _not_through_verl(**_: Any) -> Any:
@@ -81,8 +82,7 @@ class AgentBenchTrainer(PPOTrainerSync):
         super().__init__(config)
         path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
         self.settings: VerlSettings = read_settings(path)
-        if config.algorithm.get("use_kl_in_reward", False):
-            raise ValueError("engine verl: algorithm.use_kl_in_reward is not supported (KL loss)")
+        check_supported(config)
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict[str, Any]) -> KVBatchMeta:
         """Our estimator's advantage on every response token of every row (padding: 0)."""
