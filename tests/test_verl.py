@@ -184,23 +184,34 @@ def server(tiny: Policy) -> Iterator[TinyChatServer]:
 
 def play_group(
     verl_config: Any, tiny: Policy, manager: ChatServerManager, settings: VerlSettings,
-    task_id: str, split: str, size: int,
+    task_id: str, split: str, size: int, folder: Path,
 ) -> list[list[Any]]:  # fmt: skip
-    """Run ``size`` sessions of our agent loop on one task, concurrently, as verl's worker does."""
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+    """Run ``size`` sessions of our agent loop on one task, concurrently, built the way verl's
+    worker builds it: registered from an ``agent_loop.yaml``, instantiated by Hydra."""
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import (
+        DictConfigWrap,
+        ToolListWrap,
+        _agent_loop_registry,
+    )
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    from agentbench_rl.integrations.verl.agent_loop import AgentBenchAgentLoop
+    from agentbench_rl.integrations.verl.config import AGENT_NAME, write_agent_loop_file
 
-    def loop() -> AgentBenchAgentLoop:
-        return AgentBenchAgentLoop(
-            trainer_config=DictConfigWrap(verl_config),
+    for entry in OmegaConf.load(write_agent_loop_file(settings, folder)):  # verl's own reading
+        _agent_loop_registry[entry.name] = entry
+
+    def loop() -> Any:
+        return hydra.utils.instantiate(
+            config=_agent_loop_registry[AGENT_NAME],
+            trainer_config=DictConfigWrap(config=verl_config),
             server_manager=manager,
             tokenizer=tiny.tokenizer,
             processor=None,
+            hf_model_type=None,
             dataset_cls=RLHFDataset,
             data_config=DictConfigWrap(verl_config.data),
-            settings=OmegaConf.create(settings.__dict__),
+            tools=ToolListWrap([]),
         )
 
     sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
@@ -218,14 +229,14 @@ def play_group(
                                                      ("textcraft", "test", None)])  # fmt: skip
 def test_agent_loop_plays_a_group_against_an_openai_style_server(
     env: str, split: str, task: str | None, run: tuple[Path, Any], tiny: Policy,
-    server: TinyChatServer,
+    server: TinyChatServer, tmp_path: Path,
 ) -> None:  # fmt: skip
     from agentbench_rl.envs import env_class
 
     task_id = task or env_class(env).task_ids(split)[0]
     settings = VerlSettings(env=env, env_kwargs={"max_steps": 3}, history=1, reward="success")
     manager = ChatServerManager(server.base_url, tiny.tokenizer)
-    group = play_group(run[1], tiny, manager, settings, task_id, split, size=3)
+    group = play_group(run[1], tiny, manager, settings, task_id, split, 3, tmp_path)
 
     assert len(group) == 3
     first = [outputs[0].extra_fields[RECORD_KEY] for outputs in group]
@@ -291,7 +302,7 @@ def storage() -> Iterator[None]:
 
 
 def test_advantages_through_verl_storage_equal_compute(
-    storage: None, run: tuple[Path, Any], tiny: Policy, server: TinyChatServer
+    storage: None, run: tuple[Path, Any], tiny: Policy, server: TinyChatServer, tmp_path: Path
 ) -> None:
     """Sessions go through verl's own post-processing into its storage (one group played by
     our agent loop, two by random agents), verl pads the batch, rows are shuffled; the
@@ -345,7 +356,7 @@ def test_advantages_through_verl_storage_equal_compute(
 
     settings = VerlSettings(env="sokoban", env_kwargs={"max_steps": 3})
     manager = ChatServerManager(server.base_url, tiny.tokenizer)
-    played = play_group(run[1], tiny, manager, settings, "val-0004", "val", size=3)
+    played = play_group(run[1], tiny, manager, settings, "val-0004", "val", 3, tmp_path)
 
     async def put_played() -> None:
         for member, outputs in enumerate(played):

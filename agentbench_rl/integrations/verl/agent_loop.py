@@ -31,14 +31,13 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopBase,
     AgentLoopMetrics,
     AgentLoopOutput,
-    register,
 )
 
 from agentbench_rl.agents.prompting import HistoryStep, build_prompt, format_ok, observation_text
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import make
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, training_reward
-from agentbench_rl.integrations.verl.config import AGENT_NAME, VerlSettings
+from agentbench_rl.integrations.verl.config import VerlSettings
 
 
 def reset_seed(seed: int, global_step: int, task_id: str) -> int:
@@ -51,12 +50,14 @@ def reset_seed(seed: int, global_step: int, task_id: str) -> int:
     return seed_from(seed_from(seed, "env", global_step), task_id) % 2**31
 
 
-@register(AGENT_NAME)
 class AgentBenchAgentLoop(AgentLoopBase):
     """Plays one episode of ``settings.env`` on the row's task; one output per step.
 
     The dataset row (``agentbench-rl verl-data``) names the task in ``extra_info``
-    (``task_id``, ``split``); ``settings`` comes from the run's ``agent_loop.yaml``.
+    (``task_id``, ``split``); ``settings`` comes from the run's ``agent_loop.yaml``, which is
+    also what registers this loop with verl. It is deliberately not decorated with verl's
+    ``register``: importing this module (Hydra does, on the first instantiation) would replace
+    the file's registry entry by a bare ``_target_`` and lose the settings for every later one.
     """
 
     def __init__(self, *args: Any, settings: Any, **kwargs: Any) -> None:
