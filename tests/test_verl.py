@@ -120,6 +120,20 @@ def test_config_composes_and_passes_verl_validation(run: tuple[Path, Any]) -> No
         prepare_run(TrainConfig(env="sokoban"), folder)
 
 
+def test_the_trainer_is_verls_sync_trainer_reading_our_settings(run: tuple[Path, Any]) -> None:
+    """verl compares the mode string literally: any name but "sync" would give the async
+    replay buffer; the settings come from the run's agent_loop.yaml."""
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+
+    from agentbench_rl.integrations.verl.trainer import AgentBenchTrainer
+
+    trainer = AgentBenchTrainer(run[1])
+    assert isinstance(trainer, PPOTrainerSync) and trainer.trainer_mode == "sync"
+    assert type(trainer.replay_buffer) is ReplayBuffer
+    assert trainer.settings.estimator == "gigpo" and trainer.settings.env == "sokoban"
+
+
 def test_bad_verl_override_is_one_clear_error(tmp_path: Path) -> None:
     config = TrainConfig(env="sokoban", model="m", n_tasks=3, group_size=1)
     with pytest.raises(ValueError, match="verl config"):  # 3 rows over 2 GPUs
