@@ -25,6 +25,11 @@ invalid_penalty, reward,    ``trainer.AgentBenchTrainer`` computes them with our
 success_reward              (these settings travel in ``agent_loop.yaml``)
 ==========================  =====================================================================
 
+One difference in kind from the home trainer: verl draws each step's tasks from its seeded,
+shuffled dataset without replacement within an epoch (``data.seed``), where the home trainer
+draws them with replacement from ``(seed, iteration)``; env resets follow the home trainer's
+rule (``agent_loop.reset_seed``).
+
 Validation runs through our harness on exported checkpoints (``--agent hf:``), not inside
 verl (``trainer.test_freq=-1``), so leaderboard numbers keep coming from the harness. Anything
 else of verl's is set with ``verl.KEY=VALUE`` overrides (``verl.trainer.n_gpus_per_node=8``).
