@@ -150,6 +150,27 @@ def test_verl_settings_our_advantage_step_skips_are_rejected(tmp_path: Path) -> 
             prepare_run(config, tmp_path / override[:20], ["trainer.n_gpus_per_node=1", override])
 
 
+def test_train_engine_verl_errors_are_one_line(tmp_path: Path) -> None:
+    """Through the CLI: our overrides and verl's (``verl.`` prefix) reach their configs, and a
+    bad one stops before any work with one line."""
+    import subprocess
+    import sys
+
+    def train(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "agentbench_rl.cli", "train", "--engine", "verl"]
+        return subprocess.run(
+            [*command, "--env", "sokoban", "--model", "m", "--out", str(tmp_path / "r"), *args],
+            capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "COLUMNS": "200"},
+        )  # fmt: skip
+
+    done = train("--estimator", "bipace")
+    assert done.returncode == 2 and "needs the actor's hidden state" in done.stderr
+    done = train("n_tasks=3", "group_size=1", "minibatch_size=1", "verl.trainer.n_gpus_per_node=2")
+    assert done.returncode == 2 and "verl config:" in done.stderr and "divisible" in done.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_bipace_is_rejected_with_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"hidden state.*custom actor-worker method"):
         prepare_run(TrainConfig(env="sokoban", estimator="bipace"), tmp_path)

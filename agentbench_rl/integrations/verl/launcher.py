@@ -72,18 +72,19 @@ def prepare_run(
             )
         if (run / CONFIG_FILE).read_text("utf-8") != ours:
             raise ValueError(f"--resume: {run} was trained with a different config")
+    splits = {"train": config.train_split, "val": config.val_split}
+    data = {part: run / DATA_FOLDER / f"{part}.parquet" for part in splits}
+    # verl checks its config before anything is written
+    verl_config = compose([*verl_overrides(config, run, data), *verl_extra])
+    check_supported(verl_config)
     run.mkdir(parents=True, exist_ok=True)
-    data = {}
     sizes = data_sizes(config)
-    for part, split in (("train", config.train_split), ("val", config.val_split)):
-        data[part] = run / DATA_FOLDER / f"{part}.parquet"
+    for part, split in splits.items():
         try:
             write_split(config.env, split, data[part], sizes[part])
         except ValueError:  # an unbounded val split: as many tasks as one step plays
             write_split(config.env, split, data[part], config.n_tasks)
     write_agent_loop_file(settings, run)
-    verl_config = compose([*verl_overrides(config, run, data), *verl_extra])
-    check_supported(verl_config)
     atomic_write_text(run / VERL_CONFIG_FILE, OmegaConf.to_yaml(verl_config))
     atomic_write_text(run / CONFIG_FILE, ours)
     return verl_config
