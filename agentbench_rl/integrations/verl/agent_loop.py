@@ -86,7 +86,6 @@ class AgentBenchAgentLoop(AgentLoopBase):
             )
             history: list[HistoryStep] = []
             outputs: list[AgentLoopOutput] = []
-            records: list[dict[str, Any]] = []
             done = False
             while not done:
                 prompt = build_prompt(
@@ -110,14 +109,13 @@ class AgentBenchAgentLoop(AgentLoopBase):
                 done = bool(terminated or truncated)
                 record = {
                     "task_id": task_id,
-                    "t": len(records),
+                    "t": len(outputs),
                     "reward": float(reward),
                     "obs_key": info["obs_hash"],
                     "state_key": info["state_hash"],
                     "action_key": next_info["action_canonical"],
                     "valid": bool(next_info["action_valid"]) and format_ok(answer),
                 }
-                records.append(record)
                 outputs.append(
                     AgentLoopOutput(
                         prompt_ids=prompt_ids,
@@ -136,9 +134,9 @@ class AgentBenchAgentLoop(AgentLoopBase):
         finally:
             env.close()
         won = bool(info["won"])
+        records = [output.extra_fields[RECORD_KEY] for output in outputs]
         for record in records:
-            record["success"] = won
-            record["steps"] = len(records)
+            record.update(success=won, steps=len(outputs))
         final = outputs[-1]
         final.reward_score = sum(
             training_reward(record, settings.reward, settings.success_reward) for record in records
@@ -146,6 +144,6 @@ class AgentBenchAgentLoop(AgentLoopBase):
         final.extra_fields["reward_extra_info"] = {
             "success": float(won),
             "score": float(info["score"]),
-            "steps": float(len(records)),
+            "steps": float(len(outputs)),
         }
         return outputs
