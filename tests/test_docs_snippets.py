@@ -5,7 +5,8 @@ Each doc is played like a newcomer would, top to bottom in one fresh working dir
 interpreter, and every shell line runs with ``bash``. Every shell line must be classified in
 ``COMMANDS`` below (a new README line without a class fails the test), and the class says where
 it runs: here (``run``), in the slow suite (``slow``), or, for the few lines that cannot run on a
-test machine, which test covers them instead (``setup``, ``network``, ``gpu``, ``served``).
+test machine, which test covers them instead (``setup``, ``network``, ``gpu``, ``served``,
+``verl``).
 The only edits are data locations (the placeholder ``/path/to/WebShop/data`` becomes the test
 data, the ALFWorld archive the card names is placed in the working directory, ``$HOME`` is a
 temporary folder) and ``--port 0`` for ``leaderboard serve`` (port 8000 may be taken).
@@ -42,6 +43,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # tested against a local server in tests/test_data_install.py (--url on 127.0.0.1).
     (r"^alfworld-download$", "network"),
     (r"^agentbench-rl data install alfworld$", "network"),
+    # verl runs on GPUs in an environment of its own (.ci/run's verl job and the
+    # tests of agentbench_rl/integrations/verl cover it).
+    (r"^ray start|verl", "verl"),
     # A 1.5B model needs a GPU; the trainer is tested on the tiny model (tests/test_train_*).
     (r"--config baselines/alfworld-qwen2\.5-1\.5b\.yaml", "gpu"),
     # A model behind a real server; the agent is tested on a local one (test_agents_openai_http).
@@ -109,7 +113,7 @@ def test_every_doc_command_is_classified_and_every_extra_exists() -> None:
     for doc in DOCS:
         for step in doc_steps(REPO_ROOT / doc):
             if step.kind == "shell" and step.text.startswith("pip install"):
-                for named in re.findall(r"\[([\w,]+)\]", step.text):
+                for named in re.findall(r"(?:agentbench-rl|\.)\[([\w,]+)\]", step.text):
                     unknown = set(named.split(",")) - extras
                     assert not unknown, f"{doc}: `{step.text}` names no such extra {unknown}"
         text = (REPO_ROOT / doc).read_text()
