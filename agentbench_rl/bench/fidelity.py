@@ -50,7 +50,7 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.sokoban.generator import LevelConfig, generate_level
 from agentbench_rl.envs.sokoban.rules import ACTIONS, move, render_grid, solved
-from agentbench_rl.estimators import compute
+from agentbench_rl.estimators import NAMES, REGISTRY, compute
 
 GAMMA = 0.95
 GROUPS_PER_SEED = 4
@@ -67,17 +67,20 @@ WORLD_FIND_REWARD = 0.2
 WORLD_CHANCE = (0.7, 0.95)  # range of the probability of an action's likelier outcome
 SCENES = ("a dusty lamp", "a locked chest", "a narrow window")
 
-# (label, estimator, parameters): every estimator at its defaults, and GiGPO by true state.
-ESTIMATORS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("grpo", "grpo", {}),
-    ("rloo", "rloo", {}),
-    ("gigpo", "gigpo", {}),
-    ("gigpo anchor=state", "gigpo", {"anchor": "state"}),
-    ("bipace", "bipace", {}),
-    ("ecpo", "ecpo", {}),
-    ("progpo", "progpo", {}),
-    ("gated_bepo", "gated_bepo", {}),
-)
+
+def _estimator_rows() -> tuple[tuple[str, str, dict[str, Any]], ...]:
+    """(label, estimator, parameters): every built-in estimator at its defaults, read from the
+    registry, and each one that anchors its step groups also anchored by the true state (the
+    oracle of what observation anchoring approximates)."""
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    for name in NAMES:
+        rows.append((name, name, {}))
+        if REGISTRY[name].params.get("anchor") is not None:
+            rows.append((f"{name} anchor=state", name, {"anchor": "state"}))
+    return tuple(rows)
+
+
+ESTIMATORS = _estimator_rows()
 METRICS = (
     "correlation",
     "sign_agreement",

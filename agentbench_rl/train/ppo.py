@@ -49,7 +49,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from agentbench_rl.core.hashing import seed_from, stable_hash
-from agentbench_rl.estimators import REGISTRY, compute
+from agentbench_rl.estimators import compute
 from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.rollout.batched import (
     BatchPolicy,
@@ -208,19 +208,6 @@ def make_pool(config: TrainConfig) -> EnvPool:
 
 
 # ---------------------------------------------------------------------- the PPO update
-def estimator_params(config: TrainConfig) -> dict[str, Any]:
-    """The estimator's parameters: the trainer's gamma and invalid-action penalty where the
-    estimator takes them, then ``estimator_params`` on top."""
-    accepted = REGISTRY[config.estimator].defaults if config.estimator in REGISTRY else {}
-    params: dict[str, Any] = {}
-    if "gamma" in accepted:
-        params["gamma"] = config.gamma
-    if "invalid_penalty" in accepted:
-        params["invalid_penalty"] = config.invalid_penalty
-    params.update(config.estimator_params)
-    return params
-
-
 def ppo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -553,7 +540,7 @@ def train(
         actor: BatchPolicy = engine if engine is not None else policy
         pool = make_pool(config)
         writer = _tensorboard(run)
-        params = estimator_params(config)
+        params = config.estimator_kwargs()
         bar = progress.add_task(
             f"{config.env} {config.estimator} seed {config.seed}",
             total=config.iterations,
