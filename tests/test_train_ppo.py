@@ -13,6 +13,7 @@ pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
 from agentbench_rl.estimators import NAMES, REGISTRY  # noqa: E402
+from agentbench_rl.models.policy import pack  # noqa: E402
 from agentbench_rl.rollout.batched import RolloutBatch, success_rewards  # noqa: E402
 from agentbench_rl.train.config import (  # noqa: E402
     TrainConfig,
@@ -20,7 +21,6 @@ from agentbench_rl.train.config import (  # noqa: E402
     config_from_dict,
     load_config,
 )
-from agentbench_rl.train.policy import pack  # noqa: E402
 from agentbench_rl.train.ppo import comparable, ppo_loss, train  # noqa: E402
 
 

@@ -46,13 +46,13 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
     from agentbench_rl.core.hashing import seed_from
     from agentbench_rl.estimators import compute
     from agentbench_rl.rollout.batched import rollout_groups, success_rewards
+    from agentbench_rl.rollout.scripted import train_task_ids
     from agentbench_rl.train.ppo import (
         initial_policy,
         make_pool,
         ppo_update,
         reference_logprobs,
     )
-    from agentbench_rl.train.tiny import train_task_ids
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)

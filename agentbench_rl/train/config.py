@@ -20,21 +20,7 @@ from typing import Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
-
-
-@dataclass
-class TinyModelConfig:
-    """The ``tiny`` model: a random-initialised Qwen2-architecture causal LM and a byte-level
-    BPE tokenizer trained on the env's own text at start-up."""
-
-    hidden_size: int = 128
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate_size: int = 256
-    vocab_size: int = 512
-    max_positions: int = 1024
-    tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
+from agentbench_rl.models.tiny import TinyModelConfig
 
 
 @dataclass
