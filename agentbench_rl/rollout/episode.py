@@ -24,7 +24,7 @@ Example:
     >>> env = make("sokoban", split="test")
     >>> lock = Lockstep.of_envs([env], [EpisodeSlot("test-0000", episode_seed(0, "test-0000"))])
     >>> while lock.live:
-    ...     lock.step([None])  # an agent that answers None: invalid, counted, state kept
+    ...     rows = lock.step([None])  # an agent that answers None: invalid, counted
     >>> outcome = lock.episodes[0].outcome()
     >>> outcome["steps"] == outcome["invalid"] == outcome["non_string"] == env.max_steps
     True

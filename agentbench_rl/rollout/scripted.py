@@ -53,13 +53,14 @@ def scripted_steps(
     split: str = "train",
 ) -> Iterator[tuple[Episode, str]]:
     """Play one episode per task through the driver, ``choose(index)`` picking episode
-    ``index``'s actions; yields (episode before the step, action) for every step.
+    ``index``'s actions; yields (the live episode, the action about to be taken) before every
+    step, so the episode shows what the agent sees at that step.
 
     Example:
         >>> expert = lambda index: lambda env, episode: env.expert_action()
-        >>> steps = list(scripted_steps("sokoban", {}, ["test-0003"], 0, expert, split="test"))
-        >>> steps[-1][0].steps + 1 == len(steps)
-        True
+        >>> [action for _, action in scripted_steps("sokoban", {}, ["test-0000"], 0, expert,
+        ...                                         split="test")]
+        ['left', 'left', 'up']
     """
     env = make(env_name, split=split, **env_kwargs)
     for index, task in enumerate(tasks):
