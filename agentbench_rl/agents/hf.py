@@ -11,16 +11,11 @@ live in :mod:`agentbench_rl.models.policy`; this module only plays a policy in t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from agentbench_rl.agents.prompting import (
-    ACTION_MODES,
-    HistoryStep,
-    build_prompt,
-)
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.agents.prompting import ACTION_MODES
+from agentbench_rl.models.agent import PolicyAgent
 
 OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype")
 
@@ -46,26 +41,14 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
     return target, options
 
 
-class HFAgent:
-    """A causal LM answering each step's prompt (see the module docstring for the spec).
+class HFAgent(PolicyAgent):
+    """A causal LM answering each step's prompt (see the module docstring for the spec); the
+    playing itself is :class:`~agentbench_rl.models.agent.PolicyAgent`'s."""
 
-    Every step is one forward (``choose``) or one ``generate`` call; draws come from a generator
-    seeded with the episode seed, so an episode depends only on (model, task, seed).
-    """
-
-    def __init__(self, spec: str, policy: Any = None) -> None:
-        self.name = spec
+    def __init__(self, spec: str) -> None:
         self.target, self.options = parse_spec(spec)
-        self._policy: Any = policy
-        self._env_name = ""
-        self._generator: Any = None
-        self._greedy = self.options.get("greedy", "false").lower() in ("1", "true", "yes")
-
-    @classmethod
-    def from_policy(cls, spec: str, policy: Any) -> HFAgent:
-        """The agent of a policy already in memory (validation during training): nothing is
-        read from disk; ``spec`` names it in results."""
-        return cls(spec, policy)
+        greedy = self.options.get("greedy", "false").lower() in ("1", "true", "yes")
+        super().__init__(spec, greedy=greedy)
 
     def _load(self) -> Any:
         from agentbench_rl.models.policy import load_saved_policy
@@ -74,37 +57,3 @@ class HFAgent:
             return load_saved_policy(self.target, self.options)
         except ValueError as problem:
             raise ValueError(f"agent '{self.name}': {problem}") from None
-
-    @property
-    def policy(self) -> Any:
-        """The loaded policy (loads it on first use)."""
-        if self._policy is None:
-            self._policy = self._load()
-        return self._policy
-
-    #: The episode driver passes the history (see ``agents.base.Agent``).
-    reads_history = True
-
-    @property
-    def answer_format(self) -> str:
-        """The policy's action mode: ``generate`` answers must keep the papers' format."""
-        return str(self.policy.prompt.mode)
-
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """Reseed the draws from the episode seed."""
-        import torch
-
-        self._env_name = env.env_name
-        self._generator = torch.Generator().manual_seed(seed)
-
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        if self._generator is None:
-            raise RuntimeError("HFAgent.act called before begin_episode")
-        policy = self.policy
-        actions = list(info["admissible_actions"])
-        prompt = build_prompt(self._env_name, observation, history, actions, policy.prompt)
-        out = policy.act([prompt], [actions], self._generator, greedy=self._greedy)
-        return str(out.responses[0])

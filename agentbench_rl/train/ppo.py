@@ -51,6 +51,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.estimators import compute
 from agentbench_rl.harness.results import atomic_write_text
+from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
     Policy,
     load_pretrained,
@@ -356,7 +357,6 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
     """Evaluate the policy on the val split through the harness: the in-memory policy plays as
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
     folder that replays them); results in ``run/val/iter-NNNN``."""
-    from agentbench_rl.agents.hf import HFAgent
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 
     folder = run / "val-policy"
@@ -374,7 +374,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         eval_config,
         run / "val" / f"iter-{iteration:04d}",
         resume=True,
-        agent=HFAgent.from_policy(eval_config.agent, policy),
+        agent=PolicyAgent(eval_config.agent, policy),
     )
     return {
         "val_success": float(summary["success"]["mean"]),
