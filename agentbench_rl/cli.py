@@ -106,7 +106,9 @@ def train_command(
         list[str] | None, typer.Argument(help="key=value config overrides (bc.epochs=3).")
     ] = None,
     env: Annotated[str | None, typer.Option(help="Env short name or Gymnasium id.")] = None,
-    estimator: Annotated[str | None, typer.Option(help="grpo, gigpo, bipace, ...")] = None,
+    estimator: Annotated[
+        str | None, typer.Option(help="Estimator name (`agentbench-rl estimators` lists them).")
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="tiny, or a Hugging Face model id or path.")
     ] = None,
