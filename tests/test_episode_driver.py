@@ -26,6 +26,8 @@ from agentbench_rl.rollout.episode import (
 from agentbench_rl.rollout.group import GroupEnv, rollout_group
 from agentbench_rl.rollout.scripted import corpus_texts
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_non_string_action_is_invalid_counted_and_keeps_the_state() -> None:
     # #14 point 10: None used to become the text "none"; now it is an invalid step, counted.
@@ -164,3 +166,17 @@ def test_in_memory_agent_plays_instead_of_loading(tmp_path: Path) -> None:
     assert len(calls) == 2
     with pytest.raises(ValueError, match="workers=1"):
         evaluate(config, tmp_path / "b", workers=2, agent=agent)  # type: ignore[arg-type]
+
+
+def test_a_summary_with_the_non_string_count_still_validates(tmp_path: Path) -> None:
+    import shutil
+
+    from agentbench_rl.leaderboard.validate import validate_submission
+
+    reference = next((REPO_ROOT / "leaderboards" / "sokoban" / "val").glob("random-*"))
+    copy = tmp_path / "submission"
+    shutil.copytree(reference, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["non_string_actions"] = 0  # what the harness writes now
+    (copy / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    assert validate_submission(copy).figures["n_episodes"] == 600
