@@ -23,7 +23,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-bench_app = typer.Typer(help="Benchmarks: speed of envs and estimators, estimator fidelity.")
+bench_app = typer.Typer(
+    help="Benchmarks: speed of envs and estimators, estimator fidelity, learning on exact MDPs."
+)
 data_app = typer.Typer(help="Install benchmark data that cannot ship with the package.")
 leaderboard_app = typer.Typer(help="Leaderboards: validate, submit, render and view submissions.")
 app.add_typer(bench_app, name="bench")
@@ -254,6 +256,47 @@ def bench_fidelity(
 
     try:
         run_fidelity(seeds=seeds, out=out, console=Console())
+    except ValueError as problem:
+        _fail(str(problem))
+
+
+@bench_app.command("learning")
+def bench_learning(
+    mdp: Annotated[
+        list[str] | None, typer.Option(help="MDP of the family (repeat; default: all).")
+    ] = None,
+    estimator: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Estimator, as name or name:key=value,... (repeat; default: the seven and "
+            "gigpo:anchor=state)."
+        ),
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Paired seeds per MDP and estimator.")] = 20,
+    iterations: Annotated[int, typer.Option(help="PPO iterations per run.")] = 100,
+    workers: Annotated[int, typer.Option(help="Processes (one job per MDP x estimator).")] = 1,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="key=value for every selected estimator that takes key (repeat)."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for the table, CSV, JSON and PNG.")] = Path(
+        "learning"
+    ),
+) -> None:
+    """Which estimator learns fastest: PPO on small exact MDPs, J(π) by dynamic programming."""
+    from agentbench_rl.bench.learning.bench import run as run_learning
+
+    try:
+        run_learning(
+            mdp,
+            estimator,
+            seeds,
+            out,
+            Console(),
+            iterations=iterations,
+            workers=workers,
+            params=param or [],
+        )
     except ValueError as problem:
         _fail(str(problem))
 
