@@ -57,7 +57,7 @@ class TrainConfig:
     max_steps: int | None = None  # the env's step limit when None
     history: int = 2
     history_observations: bool = True
-    instruction: str | None = None  # None: the env's line in agents/prompting.py
+    instruction: str | None = None  # None: the env's own line (its prompt_instruction)
     action_mode: str = "generate"
     temperature: float = 1.0
     top_p: float = 1.0
