@@ -52,7 +52,10 @@ def eval_command(
         "sokoban"
     ),
     agent: Annotated[
-        str, typer.Option(help="random, expert, hf:MODEL, openai:URL#MODEL, python:module:attr.")
+        str,
+        typer.Option(
+            help="random, expert, rule (WebShop), hf:MODEL, openai:URL#MODEL, python:module:attr."
+        ),
     ] = "random",
     out: Annotated[
         Path | None,
