@@ -83,12 +83,16 @@ class GuardedAgent:
         except Exception as problem:
             raise _AgentRaised(problem) from problem
 
-    def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        """The agent's ``act``, marked."""
+    def act(self, observation: Any, info: dict[str, Any], *history: Any) -> Any:
+        """The agent's ``act`` (with the history, for agents that read it), marked."""
         try:
-            return self.agent.act(observation, info)
+            return self.agent.act(observation, info, *history)
         except Exception as problem:
             raise _AgentRaised(problem) from problem
+
+    def __getattr__(self, name: str) -> Any:
+        # What the episode driver asks of an agent (answer_format, reads_history, ...).
+        return getattr(self.agent, name)
 
 
 def run_guarded(play: Callable[[], T], agent: str, task_id: str, seed: int) -> T:

@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 import agentbench_rl
 from agentbench_rl.agents import load_agent
-from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.agents.base import Agent
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
@@ -37,6 +37,7 @@ from agentbench_rl.harness.results import atomic_write_text, read_episodes, writ
 from agentbench_rl.harness.sampling import stratified_sample, task_categories
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
+from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, play
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -142,27 +143,20 @@ def parse_env_options(options: list[str]) -> dict[str, Any]:
 
 
 def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> dict[str, Any]:
-    """Play one episode and return its row of ``episodes.csv``."""
-    episode_seed = seed_from(seed, task_id) % (2**31)
-    observation, info = env.reset(seed=episode_seed, options={"task_id": task_id})
-    agent.begin_episode(env, episode_seed)
-    total, invalid, steps = 0.0, 0, 0
-    done = False
-    while not done:
-        observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
-        total += reward
-        steps += 1
-        invalid += not info["action_valid"]
-        done = terminated or truncated
+    """Play one episode through the episode driver and return its row of ``episodes.csv`` (plus
+    ``non_string_actions``, which the journal keeps and the summary totals)."""
+    slot = EpisodeSlot(task_id, episode_seed(seed, task_id))
+    outcome = play([env], [slot], [agent], [slot.seed]).episodes[0].outcome()
     return {
         "task_id": task_id,
-        "category": str(info["category"]),
+        "category": outcome["category"],
         "seed": seed,
-        "success": bool(info["won"]),
-        "score": float(info["score"]),
-        "steps": steps,
-        "return": round(total, 10),
-        "invalid_actions": invalid,
+        "success": outcome["success"],
+        "score": outcome["score"],
+        "steps": outcome["steps"],
+        "return": round(outcome["return"], 10),
+        "invalid_actions": outcome["invalid"],
+        "non_string_actions": outcome["non_string"],
     }
 
 
@@ -199,12 +193,17 @@ def _worker_episode(job: tuple[str, int]) -> dict[str, Any]:
 
 
 def _run_jobs(
-    config: EvalConfig, jobs: list[tuple[str, int]], workers: int, out: Path
+    config: EvalConfig,
+    jobs: list[tuple[str, int]],
+    workers: int,
+    agent: Agent | None,
+    out: Path,
 ) -> Iterator[dict[str, Any]]:
     if workers == 1 or len(jobs) <= 1:
-        env, agent = _episode_env(config), GuardedAgent(load_agent(config.agent))
+        env = _episode_env(config)
+        guarded = GuardedAgent(agent or load_agent(config.agent))
         for job in jobs:
-            yield _play(env, agent, config.agent, job, out)
+            yield _play(env, guarded, config.agent, job, out)
         return
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
@@ -275,8 +274,13 @@ def evaluate(
     workers: int = 1,
     resume: bool = False,
     console: Console | None = None,
+    agent: Agent | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) the evaluation and write ``episodes.csv`` and ``summary.json`` to ``out``.
+
+    ``agent``, when given, plays instead of a fresh ``load_agent(config.agent)`` (a policy already
+    in memory, such as the trainer's; ``config.agent`` still names it in the results); it needs
+    ``workers=1``.
 
     Example:
         >>> import tempfile
@@ -288,12 +292,14 @@ def evaluate(
     env = config.validate()
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
+    if agent is not None and workers != 1:
+        raise ValueError("an agent object plays in this process only: use workers=1")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
     with ResultsLock(out):  # one run writes a results folder at a time
-        return _evaluate_in(config, env, out, workers, resume, console)
+        return _evaluate_in(config, env, out, workers, resume, console, agent)
 
 
 def _evaluate_in(
@@ -303,6 +309,7 @@ def _evaluate_in(
     workers: int,
     resume: bool,
     console: Console | None,
+    agent: Agent | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     done = _prepare_folder(config, out, resume, console)
@@ -338,7 +345,7 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers, out):
+            for row in _run_jobs(config, jobs, workers, agent, out):
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)
@@ -373,6 +380,8 @@ def _evaluate_in(
         "split_checksum": env.results_checksum(env.checksum()),
         "complete_split": len(tasks) == len(env.task_ids(config.split)),
         **summarize(episodes),
+        # actions that were not text (an agent returning None): invalid, counted apart
+        "non_string_actions": sum(int(row.get("non_string_actions", 0)) for row in rows),
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
         "git_commit": _git_commit(),

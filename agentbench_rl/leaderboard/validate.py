@@ -70,8 +70,8 @@ RUN_FIELDS = (
     "package_version",
     "git_commit",
 )
-#: Fields of summary.json that newer harness versions add (absent from older submissions).
-OPTIONAL_RUN_FIELDS = ("agent_fingerprint", "data")
+#: Run fields a summary may carry (newer harness versions) that are not recomputed from episodes.
+OPTIONAL_RUN_FIELDS = ("non_string_actions", "agent_fingerprint", "data")
 
 
 class SubmissionError(ValueError):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentbench_rl.train.policy import Policy
+from agentbench_rl.models.policy import Policy
 
 CHECKPOINT = "checkpoint"
 _NEW = ".checkpoint-new"

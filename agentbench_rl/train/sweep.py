@@ -93,8 +93,11 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
         grid=grid,
         base=dict(data.get("base") or {}),
     )
-    for run in sweep.runs():
-        run.config.validate()
+    for run in sweep.runs():  # every cell, before the first run starts
+        try:
+            run.config.validate()
+        except ValueError as problem:
+            raise ValueError(f"{path}: cell {run.cell} seed {run.seed}: {problem}") from None
     return sweep
 
 
