@@ -41,11 +41,12 @@ def _missing(message: str) -> None:
 
 
 def _alfworld_kwargs(data: Path, tmp: Path) -> dict[str, Any]:
-    from test_alfworld import ARCHIVE, HAS_BACKEND, _extract_valid_splits
+    from conftest import ALFWORLD_ARCHIVE, _extract_valid_splits
+    from test_alfworld import HAS_BACKEND
 
     if not HAS_BACKEND:
         _missing("needs the alfworld extra: pip install 'agentbench-rl[alfworld]'")
-    return {"data_dir": _extract_valid_splits(data / ARCHIVE)}
+    return {"data_dir": _extract_valid_splits(data / ALFWORLD_ARCHIVE)}
 
 
 def _webshop_kwargs(data: Path, tmp: Path) -> dict[str, Any]:
