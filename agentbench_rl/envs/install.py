@@ -16,7 +16,6 @@ Downloads use ``urllib`` from the standard library: one GET per file needs no ex
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import http.client
 import os
 import shutil
@@ -79,23 +78,6 @@ def copy_capped(source: IO[bytes], target: IO[bytes], budget: ByteBudget) -> Non
     while chunk := source.read(_CHUNK):
         budget.spend(len(chunk))
         target.write(chunk)
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> file = pathlib.Path(tempfile.mkdtemp()) / "empty"
-        >>> _ = file.write_bytes(b"")
-        >>> sha256_file(file)[:12]
-        'e3b0c44298fc'
-    """
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager

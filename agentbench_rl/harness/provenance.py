@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_rl.agents.fingerprint import agent_fingerprint
-from agentbench_rl.core.hashing import stable_hash
-from agentbench_rl.envs.install import sha256_file
+from agentbench_rl.core.hashing import sha256_file, stable_hash
 from agentbench_rl.harness.results import atomic_write_text
 
 AGENT_FILE = "agent.json"

@@ -27,7 +27,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO
 
-from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.core.hashing import sha256_file, stable_hash
 from agentbench_rl.envs.install import (
     DEFAULT_MAX_BYTES,
     ByteBudget,
@@ -35,7 +35,6 @@ from agentbench_rl.envs.install import (
     SizeLimitError,
     copy_capped,
     download,
-    sha256_file,
     staging_folder,
     swap_in,
 )

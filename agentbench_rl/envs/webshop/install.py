@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentbench_rl.core.hashing import sha256_file
 from agentbench_rl.envs.install import (
     DEFAULT_MAX_BYTES,
     ByteBudget,
@@ -24,7 +25,6 @@ from agentbench_rl.envs.install import (
     SizeLimitError,
     copy_capped,
     download,
-    sha256_file,
     staging_folder,
     swap_in,
 )
