@@ -212,3 +212,50 @@ def test_existing_run_needs_resume(tmp_path: Path) -> None:
         train(tiny_config(), tmp_path / "run")
     with pytest.raises(ValueError, match="different estimator"):
         train(tiny_config(estimator="grpo"), tmp_path / "run", resume=True)
+
+
+def test_padded_positions_do_not_poison_the_kl_term() -> None:
+    # A padded response position (mask False) holds log-prob -100 for the policy and 0 for the
+    # reference (``padded`` fills with 0): exp(0 - (-100)) overflows float32 to inf and inf * 0
+    # is NaN unless the padded positions are masked before the exponential.
+    logprobs = torch.tensor([[math.log(0.5), -100.0]]).requires_grad_(True)
+    mask = torch.tensor([[True, False]])
+    loss, stats = ppo_loss(
+        logprobs,
+        torch.tensor([[math.log(0.5), 0.0]]),
+        torch.tensor([[math.log(0.25), 0.0]]),
+        None,
+        torch.full((1, 2), 1.0),
+        mask,
+        1,
+        0.2,
+        0.01,
+        0.0,
+    )
+    loss.backward()
+    assert logprobs.grad is not None
+    assert math.isfinite(float(loss)) and bool(torch.isfinite(logprobs.grad).all())
+    # by hand: ratio 1, A = 1 -> pg -1; k3 with r = log(0.25 / 0.5): 0.5 + log 2 - 1
+    kl = 0.5 + math.log(2) - 1
+    assert float(loss) == pytest.approx(-1 + 0.01 * kl, abs=1e-6)
+    assert stats["kl_clamped"] == 0.0
+
+
+def test_kl_term_is_clamped_as_verl_does() -> None:
+    # r = log(ref / new) = 15 on a real token: k3 = e^15 - 16, clamped to 10 (verl's
+    # low_var_kl); the clamp is counted per token
+    loss, stats = ppo_loss(
+        torch.tensor([[-20.0, math.log(0.5)]]),
+        torch.tensor([[-20.0, math.log(0.5)]]),
+        torch.tensor([[-5.0, math.log(0.5)]]),
+        None,
+        torch.zeros((1, 2)),
+        torch.ones((1, 2), dtype=torch.bool),
+        2,
+        0.2,
+        1.0,
+        0.0,
+    )
+    assert float(loss) == pytest.approx(10.0 / 2, abs=1e-5)
+    assert stats["kl"] == pytest.approx(10.0, abs=1e-5)
+    assert stats["kl_clamped"] == 1.0

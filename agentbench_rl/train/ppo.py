@@ -15,7 +15,8 @@ One file, top to bottom (CleanRL style). Per iteration:
    ``ρ_t = π_θ(y_t | x, y_<t) / π_old(y_t | x, y_<t)``
    ``L_clip = −min(ρ_t A, clip(ρ_t, 1−ε, 1+ε) A)``           (PPO, Schulman et al. 2017, eq. 7)
    ``L_KL = exp(r_t) − r_t − 1, r_t = log π_ref − log π_θ``   (the low-variance "k3" estimator of
-   KL(π_θ‖π_ref), Schulman 2020, as GRPO, GiGPO and verl's ``low_var_kl``)
+   KL(π_θ‖π_ref), Schulman 2020, as GRPO, GiGPO and verl's ``low_var_kl``; as there, r_t is
+   clamped to ±20 and the term to ±10, and padded positions are masked before the exponential)
    ``L = mean_tokens(L_clip + β·L_KL − c_H·H(π_θ(·|x, y_<t)))``, ε = 0.2, β = 0.01.
 
    This is the objective the GiGPO paper optimises (its PPO-style clipped surrogate over the
@@ -83,6 +84,7 @@ METRICS_FILE = "metrics.jsonl"
 DONE_FILE = "done.json"
 REFERENCE = "reference"
 TIMING_PREFIX = "time/"  # metrics that depend on the machine, not on the seed
+KL_CLAMP = 10.0  # bound of one token's k3 KL term, as verl's low_var_kl
 
 
 # ---------------------------------------------------------------------- the policy and its start
@@ -238,8 +240,11 @@ def ppo_loss(
     All tensors are (rows, tokens); ``advantages`` is the row's advantage on each token.
     Returns the loss to backpropagate and the chunk's sums for the statistics.
     """
+    real = mask
     mask = mask.float()
-    log_ratio = logprobs - old_logprobs
+    # Padded positions hold arbitrary log-probs (the padding fill, the model's score of the pad
+    # token): zero them before any exponential, since inf * 0 is NaN in the loss and the grads.
+    log_ratio = torch.where(real, logprobs - old_logprobs, 0.0)
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
     pg = -torch.minimum(ratio * advantages, clipped * advantages)  # PPO eq. 7, negated
@@ -251,10 +256,15 @@ def ppo_loss(
             "approx_kl": float(((ratio - 1.0 - log_ratio) * mask).sum()),  # k3 of KL(old‖new)
         }
     if ref_logprobs is not None:
-        log_ref_ratio = ref_logprobs - logprobs
-        kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1.0  # k3: unbiased, always >= 0
+        # verl's low_var_kl: the log-ratio clamped to ±20 before the exponential and the k3
+        # value to ±10, so one token the policy has moved far from the reference cannot
+        # dominate the batch; how often the clamp acts is logged (``ppo/kl_clamped``).
+        log_ref_ratio = torch.where(real, ref_logprobs - logprobs, 0.0).clamp(-20.0, 20.0)
+        raw_kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1.0  # k3: unbiased, always >= 0
+        kl = raw_kl.clamp(-KL_CLAMP, KL_CLAMP)
         loss_tokens = loss_tokens + kl_coef * kl
         stats["kl"] = float((kl.detach() * mask).sum())
+        stats["kl_clamped"] = float(((raw_kl.detach().abs() > KL_CLAMP).float() * mask).sum())
     if entropy is not None:
         loss_tokens = loss_tokens - entropy_coef * entropy
         stats["entropy"] = float((entropy.detach() * mask).sum())
