@@ -239,3 +239,33 @@ def test_batched_driver_matches_rollout_group_records() -> None:
         assert sorted(tuple(r[k] for k in keys) for r in ours) == sorted(
             tuple(r[k] for k in keys) for r in reference.records
         )
+
+
+def test_choose_at_temperature_two_draws_by_the_stored_logprobs(tiny: tuple[Any, Any]) -> None:
+    # The temperature divides the logits once: each action's score is the sum of its tokens'
+    # log-probs under logits / T (what PPO recomputes), and the draw follows softmax(score),
+    # so the stored log-probs are those of the draw (dividing the score by T again would draw
+    # from a flatter distribution than the one PPO trains).
+    import copy
+
+    model, tokenizer = tiny
+    sharp = copy.deepcopy(model)
+    with torch.no_grad():  # sharpen the random model so the actions' probabilities differ
+        sharp.lm_head.weight.mul_(40.0)
+    policy = make_policy((sharp, tokenizer), temperature=2.0, forward_batch_size=512)
+    prompt = sokoban_prompts(1)[0]
+    draws = 2000
+    out = policy.act([prompt] * draws, [MOVES] * draws, torch.Generator().manual_seed(3))
+    scores = []
+    for move in MOVES:
+        packed = pack([out.prompt_ids[0]], [policy.encode_choice(move)], policy.pad_id)
+        with torch.no_grad():
+            scores.append(float(response_logprobs(sharp, packed, temperature=2.0)[0].sum()))
+    for response, logprobs in zip(out.responses, out.logprobs, strict=True):
+        move = MOVES.index(response.removeprefix("<action>").removesuffix("</action>"))
+        assert float(logprobs.sum()) == pytest.approx(scores[move], abs=1e-4)
+    expected = np.exp(scores) / np.exp(scores).sum()
+    twice = np.exp(np.array(scores) / 2) / np.exp(np.array(scores) / 2).sum()
+    assert np.abs(expected - twice).max() > 0.1  # the test can tell the two apart
+    counts = np.array([sum(r == f"<action>{m}</action>" for r in out.responses) for m in MOVES])
+    assert np.abs(counts / draws - expected).max() < 0.04

@@ -5,7 +5,9 @@ One batched forward per step serves every live trajectory of every group:
 - ``choose``: the prompts (ending in ``<action>``) go through the model once, left-padded; the
   key/value cache is then copied per admissible action and each action's continuation
   ``<name></action>`` is scored in one more forward. The action is drawn from the softmax of the
-  summed token log-probs divided by the temperature.
+  summed token log-probs, each taken under logits / temperature (the temperature applies once),
+  so the stored log-probs are those of the draw (up to the mass the model puts outside the
+  admissible continuations).
 - ``generate``: Hugging Face ``generate`` with sampling; the sampled tokens' log-probs come from
   the logits ``generate`` returns.
 
@@ -354,7 +356,9 @@ class Policy:
             if greedy:
                 pick = int(torch.argmax(row_scores))
             else:
-                probabilities = torch.softmax(row_scores / self.temperature, dim=0)
+                # the scores are already at temperature T (logits / T): dividing again would
+                # draw from softmax(score / T), not from the stored log-probs
+                probabilities = torch.softmax(row_scores, dim=0)
                 pick = int(torch.multinomial(probabilities, 1, generator=generator))
             pair = offset + pick
             length = len(choices[pair])
