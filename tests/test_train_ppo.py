@@ -259,3 +259,20 @@ def test_kl_term_is_clamped_as_verl_does() -> None:
     assert float(loss) == pytest.approx(10.0 / 2, abs=1e-5)
     assert stats["kl"] == pytest.approx(10.0, abs=1e-5)
     assert stats["kl_clamped"] == 1.0
+
+
+def test_greedy_validation_over_several_seeds_is_recorded(tmp_path: Path) -> None:
+    import json
+
+    config = tiny_config(val_greedy=True, val_seeds=[0, 1], val_limit=2, max_steps=4)
+    metrics = train(config, tmp_path / "run")
+    assert metrics[0]["val_greedy"] is True and metrics[0]["val_seed_count"] == 2
+    summary = json.loads((tmp_path / "run" / "val" / "iter-0001" / "summary.json").read_text())
+    assert summary["agent"].endswith("?greedy=true") and summary["seeds"] == [0, 1]
+    # greedy choose mode on Sokoban (levels do not depend on the seed) plays every seed alike
+    import pandas as pd
+
+    episodes = pd.read_csv(tmp_path / "run" / "val" / "iter-0001" / "episodes.csv")
+    by_seed = [episodes[episodes.seed == seed].sort_values("task_id") for seed in (0, 1)]
+    assert by_seed[0]["steps"].tolist() == by_seed[1]["steps"].tolist()
+    assert by_seed[0]["return"].tolist() == by_seed[1]["return"].tolist()

@@ -88,7 +88,9 @@ class HFAgent:
         from agentbench_rl.train.policy import Policy, load_pretrained, read_settings
 
         key = (str(Path(self.target).resolve()), _weights_stamp(self.target))
-        if not self.options and key in _LOADED:
+        # ``greedy`` changes how the policy draws, not the policy: a remembered one serves it
+        shapes_policy = any(name != "greedy" for name in self.options)
+        if not shapes_policy and key in _LOADED:
             return _LOADED[key]
         settings = read_settings(Path(self.target))
         options = self.options
@@ -119,7 +121,7 @@ class HFAgent:
             max_prompt_tokens=int(settings.get("max_prompt_tokens", 2048)),
             hidden_layer=1,
         )
-        if not options:
+        if not shapes_policy:
             _LOADED.clear()
             _LOADED[key] = policy
         return policy

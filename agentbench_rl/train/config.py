@@ -99,7 +99,11 @@ class TrainConfig:
     val_every: int = 5
     val_split: str = "val"
     val_limit: int | None = None  # first N tasks of the split (None: all)
-    val_seeds: list[int] = field(default_factory=lambda: [0])
+    val_seeds: list[int] = field(default_factory=lambda: [0])  # one evaluation per seed
+    # True: validation takes the most likely action (choose mode: the best score; generate:
+    # greedy decoding), so a point measures the policy, not the sampling noise of one draw per
+    # step; False: sampled at ``temperature``, as in training. Recorded in each metrics row.
+    val_greedy: bool = False
     checkpoint_every: int = 5
 
     # where things run

@@ -386,7 +386,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
     eval_config = EvalConfig(
         env=config.env,
         split=config.val_split,
-        agent=f"hf:{folder}",
+        agent=f"hf:{folder}" + ("?greedy=true" if config.val_greedy else ""),
         seeds=list(config.val_seeds),
         limit=config.val_limit,
         max_steps=config.max_steps,
@@ -399,6 +399,8 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         "val_return": float(summary["mean_return"]),
         "val_steps": float(summary["mean_steps"]),
         "val_invalid_rate": float(summary["invalid_action_rate"]),
+        "val_greedy": config.val_greedy,
+        "val_seed_count": len(config.val_seeds),
     }
 
 
