@@ -276,3 +276,26 @@ def test_greedy_validation_over_several_seeds_is_recorded(tmp_path: Path) -> Non
     by_seed = [episodes[episodes.seed == seed].sort_values("task_id") for seed in (0, 1)]
     assert by_seed[0]["steps"].tolist() == by_seed[1]["steps"].tolist()
     assert by_seed[0]["return"].tolist() == by_seed[1]["return"].tolist()
+
+
+def test_batch_std_normalisation_by_hand() -> None:
+    from agentbench_rl.train.ppo import normalize_advantages
+
+    # [4, 0, -2, -2]: mean 0, variance (16 + 0 + 4 + 4) / 4 = 6
+    raw = np.array([4.0, 0.0, -2.0, -2.0])
+    assert normalize_advantages(raw, "batch_std") == pytest.approx(raw / math.sqrt(6))
+    assert normalize_advantages(raw, "none") is raw
+    assert normalize_advantages(np.zeros(3), "batch_std").tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="advantage_norm"):
+        config_from_dict({"advantage_norm": "group"}).validate()
+
+
+def test_training_logs_raw_and_normalised_advantage_scales(tmp_path: Path) -> None:
+    # the env's shaped reward (box pushes, step cost) gives the random policy's groups a spread
+    config = tiny_config(
+        advantage_norm="batch_std", reward="env", n_tasks=3, group_size=3, max_steps=6
+    )
+    row = train(config, tmp_path / "run")[1]
+    assert row["adv/raw_std"] > 0.1
+    assert row["adv/std"] == pytest.approx(1.0, abs=1e-9)
+    assert row["adv/mean"] == pytest.approx(row["adv/raw_mean"] / row["adv/raw_std"])

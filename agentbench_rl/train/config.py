@@ -22,6 +22,9 @@ import yaml
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 
 
+ADVANTAGE_NORMS = ("none", "batch_std")
+
+
 @dataclass
 class TinyModelConfig:
     """The ``tiny`` model: a random-initialised Qwen2-architecture causal LM and a byte-level
@@ -85,6 +88,10 @@ class TrainConfig:
     invalid_penalty: float = 0.1
     gamma: float = 0.95
     hidden_layer: int = 12  # BiPACE: residual stream at layer -hidden_layer, last prompt token
+    # "none" (the papers'): the estimator's advantages as they are. "batch_std": divided by their
+    # standard deviation over the iteration's rows (mean and signs kept), so the fixed KL and
+    # entropy weights mean the same for every estimator (their raw scales differ up to ~4x).
+    advantage_norm: str = "none"
 
     # PPO-clip
     learning_rate: float = 1e-6
@@ -144,6 +151,7 @@ class TrainConfig:
             "backend": ("local", "ray"),
             "engine": ("hf", "vllm"),
             "dtype": ("float32", "bfloat16", "float16"),
+            "advantage_norm": ADVANTAGE_NORMS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -9,7 +9,8 @@ One file, top to bottom (CleanRL style). Per iteration:
    papers' ``10 * won``) or the env's own reward (``reward="env"``);
 3. the estimator turns the ``StepBatch`` into one advantage per row (``estimators.compute``,
    with the trainer's ``gamma`` and the invalid-action penalty 0.1 passed to estimators that take
-   them); every token of a row's answer gets the row's advantage;
+   them), optionally divided by their batch standard deviation (``advantage_norm``); every token
+   of a row's answer gets the row's advantage;
 4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch:
 
    ``ρ_t = π_θ(y_t | x, y_<t) / π_old(y_t | x, y_<t)``
@@ -221,6 +222,22 @@ def estimator_params(config: TrainConfig) -> dict[str, Any]:
         params["invalid_penalty"] = config.invalid_penalty
     params.update(config.estimator_params)
     return params
+
+
+def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
+    """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
+    standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
+
+    Example:
+        >>> normalize_advantages(np.array([3.0, -1.0, 1.0, 1.0]), "batch_std").tolist()
+        [2.1213203435596424, -0.7071067811865475, 0.7071067811865475, 0.7071067811865475]
+    """
+    if mode == "none":
+        return advantages
+    if mode != "batch_std":
+        raise ValueError(f"advantage_norm '{mode}' (choose from none, batch_std)")
+    std = float(advantages.std())
+    return advantages / std if std > 1e-8 else advantages
 
 
 def ppo_loss(
@@ -625,7 +642,8 @@ def train(
                     )
                     batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
                     result = compute(config.estimator, batch, **params)
-                    advantages = np.asarray(result.advantages, dtype=np.float64)
+                    raw = np.asarray(result.advantages, dtype=np.float64)
+                    advantages = normalize_advantages(raw, config.advantage_norm)
                     estimated = time.perf_counter()
 
                     # 4. PPO-clip against the sampling policy, KL to the frozen reference
@@ -648,6 +666,8 @@ def train(
                     row = {
                         "iteration": iteration,
                         **rollout_metrics(rollout),
+                        "adv/raw_mean": float(raw.mean()),
+                        "adv/raw_std": float(raw.std()),
                         "adv/mean": float(advantages.mean()),
                         "adv/std": float(advantages.std()),
                         "adv/min": float(advantages.min()),
