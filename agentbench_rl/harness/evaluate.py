@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
 
@@ -177,21 +177,6 @@ def _run_jobs(
         yield from pool.imap_unordered(_worker_episode, jobs, chunksize=4)
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(agentbench_rl.__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _read_journal(path: Path) -> list[dict[str, Any]]:
     """Episodes recorded so far; a torn last line (the process was killed mid-write) is dropped."""
     if not path.exists():
@@ -303,6 +288,7 @@ def evaluate(
     )
     write_episodes(episodes, out / f"episodes.{config.episodes_format}")
 
+    origin = provenance(config.agent)
     summary: dict[str, Any] = {
         "env": config.env,
         "split": config.split,
@@ -313,7 +299,8 @@ def evaluate(
         **summarize(episodes),
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
-        "git_commit": _git_commit(),
+        "git_commit": origin.pop("git_commit"),
+        "provenance": origin,
     }
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     (out / JOURNAL).unlink(missing_ok=True)

@@ -416,6 +416,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         "val_return": float(summary["mean_return"]),
         "val_steps": float(summary["mean_steps"]),
         "val_invalid_rate": float(summary["invalid_action_rate"]),
+        "val_weights": summary["provenance"]["agent_weights"],
         "val_greedy": config.val_greedy,
         "val_seed_count": len(config.val_seeds),
     }
