@@ -172,3 +172,48 @@ def test_ray_backend_and_ray_sweep_match_local_training(tmp_path: Path) -> None:
     assert list(summary["cells"]) == ["r"]
     ran = [json.loads(x) for x in (tmp_path / "out" / "r" / "seed0" / "metrics.jsonl").open()]
     assert comparable(ran) == comparable(local)
+
+
+def test_runs_start_seed_major_and_a_rerun_skips_finished_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentbench_rl.train.ppo as ppo
+
+    started: list[tuple[str, str, bool]] = []
+
+    def fake_train(config: object, folder: Path, resume: bool, console: object) -> None:
+        # a GRPO run "stops" before its end the first time (no done.json), then finishes
+        started.append((folder.parent.name, folder.name, resume))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.yaml").write_text("")
+        if folder.parent.name != "toy-grpo" or resume:
+            (folder / "done.json").write_text("{}")
+
+    monkeypatch.setattr(ppo, "train", fake_train)
+    sweep = load_sweep(write_sweep(tmp_path, {"estimator": ["gigpo", "grpo"], "seed": [0, 1]}))
+    run_sweep(sweep, runner="sequential")
+    assert started == [
+        ("toy-gigpo", "seed0", False),
+        ("toy-grpo", "seed0", False),
+        ("toy-gigpo", "seed1", False),
+        ("toy-grpo", "seed1", False),
+    ]
+    started.clear()
+    run_sweep(sweep, runner="sequential")  # finished runs skipped, the others resumed
+    assert started == [("toy-grpo", "seed0", True), ("toy-grpo", "seed1", True)]
+    started.clear()
+    run_sweep(sweep, runner="sequential")
+    assert started == []
+
+
+def test_parameters_per_estimator(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, {"estimator": ["grpo", "bipace"], "seed": [0]})
+    data = yaml.safe_load(path.read_text())
+    data["estimator_params"] = {"bipace": {"epsilon": 0.1}}
+    path.write_text(yaml.safe_dump(data))
+    runs = load_sweep(path).runs()
+    assert [r.config.estimator_params for r in runs] == [{}, {"epsilon": 0.1}]
+    data["estimator_params"] = {"bipace": 0.1}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="estimator_params maps"):
+        load_sweep(path)

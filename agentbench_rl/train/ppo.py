@@ -459,6 +459,8 @@ def _prepare_run(config: TrainConfig, run: Path, resume: bool) -> None:
 
         stored = config_from_dict(yaml.safe_load(path.read_text("utf-8"))).to_dict()
         current = config.to_dict()
+        for values in (stored, current):  # where BC results are cached changes no number
+            values["bc"].pop("cache_dir")
         changed = sorted(k for k in current if k != "iterations" and stored.get(k) != current[k])
         if changed:
             raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")

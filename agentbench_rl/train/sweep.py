@@ -7,8 +7,12 @@ A sweep file is YAML::
     grid: {estimator: [gigpo, grpo], seed: [0, 1, 2]}
     base: {env: sokoban, model: tiny, iterations: 20, ...}   # TrainConfig fields
 
-Finished runs (``done.json``) are skipped, unfinished ones resume from their checkpoint. Runs go
-to Ray as tasks when Ray is installed (``runner="auto"``), else one after another. At the end,
+An optional ``estimator_params`` mapping gives parameters per estimator
+(``{bipace: {epsilon: 0.1}}``), merged into ``base.estimator_params`` for that estimator's runs.
+
+Finished runs (``done.json``) are skipped, unfinished ones resume from their checkpoint; runs
+start seed-major (every cell of seed 0, then seed 1, ...). Runs go to Ray as tasks when Ray is
+installed (``runner="auto"``), else one after another. At the end,
 ``summary.json`` and ``summary.md`` in ``<out>/<name>/`` give per cell the final validation
 success with a 95% t-interval over seeds, the start (iteration 0) and the 95%-threshold
 criterion, and ``success.png`` plots success against iteration, one line per cell with a band
@@ -21,7 +25,7 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +58,7 @@ class Sweep:
     out: Path
     grid: dict[str, list[Any]]
     base: dict[str, Any]
+    estimator_params: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def runs(self, overrides: Sequence[str] = ()) -> list[SweepRun]:
         """Every run of the grid, cells in grid order, seeds innermost."""
@@ -63,7 +68,11 @@ class Sweep:
             chosen = dict(zip(keys, values, strict=True))
             label = [_slug(str(chosen[k])) for k in keys if k != "seed"]
             cell = "-".join([self.name, *label])
-            config = config_from_dict({**self.base, **chosen})
+            values = {**self.base, **chosen}
+            extra = self.estimator_params.get(str(values.get("estimator", "")), {})
+            if extra:
+                values["estimator_params"] = {**values.get("estimator_params", {}), **extra}
+            config = config_from_dict(values)
             config = apply_overrides(config, overrides)
             runs.append(SweepRun(cell, config.seed, self.out / cell / f"seed{config.seed}", config))
         return runs
@@ -87,11 +96,17 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
     for key, values in grid.items():
         if not values:
             raise ValueError(f"{path}: grid key '{key}' has no values")
+    per_estimator = data.get("estimator_params") or {}
+    if not isinstance(per_estimator, dict) or not all(
+        isinstance(v, dict) for v in per_estimator.values()
+    ):
+        raise ValueError(f"{path}: estimator_params maps estimator names to parameter mappings")
     sweep = Sweep(
         name=str(data.get("name") or path.stem),
         out=Path(out or data.get("out") or "runs"),
         grid=grid,
         base=dict(data.get("base") or {}),
+        estimator_params={str(k): dict(v) for k, v in per_estimator.items()},
     )
     for run in sweep.runs():
         run.config.validate()
@@ -129,7 +144,11 @@ def run_sweep(
     if runner not in ("auto", "ray", "sequential"):
         raise ValueError(f"runner '{runner}' (choose from auto, ray, sequential)")
     runs = sweep.runs(overrides)
-    todo = [run for run in runs if not is_finished(run.folder)]
+    # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
+    # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
+    todo = sorted(
+        (run for run in runs if not is_finished(run.folder)), key=lambda run: run.seed
+    )
     console = console or Console(stderr=True)
     console.print(f"sweep {sweep.name}: {len(runs)} runs, {len(runs) - len(todo)} finished")
     use_ray = runner == "ray"
