@@ -304,5 +304,5 @@ def test_training_logs_raw_and_normalised_advantage_scales(tmp_path: Path) -> No
 def test_resume_accepts_another_bc_cache_folder(tmp_path: Path) -> None:
     # where the BC result is cached changes no number: a resumed run may name another folder
     train(tiny_config(), tmp_path / "run")
-    moved = tiny_config(iterations=2, val_every=2, bc={"cache_dir": str(tmp_path / "cache")})
+    moved = tiny_config(iterations=2, bc={"cache_dir": str(tmp_path / "cache")})
     assert [row["iteration"] for row in train(moved, tmp_path / "run", resume=True)] == [0, 1, 2]
