@@ -239,6 +239,30 @@ def bench_train(
         _fail(str(problem))
 
 
+@bench_app.command("bipace-epsilon")
+def bench_bipace_epsilon(
+    config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
+    batches: Annotated[int, typer.Option(help="Iterations of rollouts to pool.")] = 3,
+    epsilon: Annotated[
+        list[float] | None, typer.Option(help="Values of ε (repeatable; default: a grid).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="key=value config overrides.")
+    ] = None,
+) -> None:
+    """BiPACE's cluster purity and singleton rate per ε on the config's own rollouts."""
+    try:
+        from agentbench_rl.bench.bipace_epsilon import EPSILONS
+        from agentbench_rl.bench.bipace_epsilon import run as run_epsilon
+    except ImportError as problem:
+        _fail(f"{problem}; pip install 'agentbench-rl[train]'")
+        return
+    try:
+        run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, Console())
+    except ValueError as problem:
+        _fail(str(problem))
+
+
 @data_app.command("install")
 def data_install(
     name: Annotated[str, typer.Argument(help="Data set to install: alfworld.")],
