@@ -20,8 +20,17 @@ def _batch() -> StepBatch:
     hidden = [[1.0, 0.0, 0.0], [math.cos(angle), math.sin(angle), 0.0], [0.0, 0.0, 1.0]]
     return StepBatch.from_records(
         [
-            {"group": 0, "traj": k, "t": 0, "reward": 0.0, "obs_key": s, "state_key": s,
-             "action_key": "a", "valid": True, "hidden": h}
+            {
+                "group": 0,
+                "traj": k,
+                "t": 0,
+                "reward": 0.0,
+                "obs_key": s,
+                "state_key": s,
+                "action_key": "a",
+                "valid": True,
+                "hidden": h,
+            }
             for k, (s, h) in enumerate(zip("AAB", hidden, strict=True))
         ]
     )
@@ -46,11 +55,33 @@ def test_epsilon_sweep_by_hand() -> None:
 def test_bench_command_prints_the_table() -> None:
     pytest.importorskip("torch")
     out = subprocess.run(
-        [sys.executable, "-m", "agentbench_rl.cli", "bench", "bipace-epsilon", "--batches", "1",
-         "--epsilon", "0.01", "--epsilon", "0.1", "n_tasks=2", "group_size=2", "max_steps=3",
-         "action_mode=choose", "tiny.hidden_size=32", "tiny.layers=1", "tiny.heads=2",
-         "tiny.kv_heads=1", "tiny.intermediate_size=64", "tiny.tokenizer_episodes=2"],
-        capture_output=True, text=True, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "agentbench_rl.cli",
+            "bench",
+            "bipace-epsilon",
+            "--batches",
+            "1",
+            "--epsilon",
+            "0.01",
+            "--epsilon",
+            "0.1",
+            "n_tasks=2",
+            "group_size=2",
+            "max_steps=3",
+            "action_mode=choose",
+            "tiny.hidden_size=32",
+            "tiny.layers=1",
+            "tiny.heads=2",
+            "tiny.kv_heads=1",
+            "tiny.intermediate_size=64",
+            "tiny.tokenizer_episodes=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert out.returncode == 0, out.stderr
     assert "purity" in out.stdout and "0.01" in out.stdout and "GiGPO" in out.stdout

@@ -306,3 +306,17 @@ def test_resume_accepts_another_bc_cache_folder(tmp_path: Path) -> None:
     train(tiny_config(), tmp_path / "run")
     moved = tiny_config(iterations=2, bc={"cache_dir": str(tmp_path / "cache")})
     assert [row["iteration"] for row in train(moved, tmp_path / "run", resume=True)] == [0, 1, 2]
+
+
+def test_train_categories_restrict_the_task_draws() -> None:
+    from agentbench_rl.envs.textcraft.tasks import load_manifest
+    from agentbench_rl.train.tiny import train_task_ids
+
+    depth = {row["task_id"]: row["depth"] for row in load_manifest()["splits"]["train"]}
+    drawn = train_task_ids("textcraft", "train", 200, 5, ["depth-1", "depth-2"])
+    assert {depth[task] for task in drawn} == {1, 2}  # 200 draws from 263 goals reach both
+    assert {depth[task] for task in train_task_ids("textcraft", "train", 200, 5)} >= {3}
+    with pytest.raises(ValueError, match="no fixed task list"):
+        train_task_ids("sokoban", "train", 2, 0, ["x"])
+    with pytest.raises(ValueError, match="no task of split"):
+        train_task_ids("textcraft", "train", 2, 0, ["depth-9"])

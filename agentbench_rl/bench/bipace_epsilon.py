@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -45,8 +44,11 @@ def cluster_counts(batch: StepBatch, clusters: np.ndarray) -> dict[str, int]:
         >>> batch = StepBatch.from_records([
         ...     {"group": 0, "traj": k, "t": 0, "reward": 0.0, "obs_key": s, "state_key": s,
         ...      "action_key": "a", "valid": True} for k, s in enumerate("AAAB")])
-        >>> cluster_counts(batch, np.array([0, 0, 1, 1]))
-        {'rows': 4, 'clusters': 2, 'pure_clusters': 1, 'multi_clusters': 2, 'pure_multi_clusters': 1, 'singleton_rows': 0, 'state_sets': 1, 'split_state_sets': 1, 'exact_singleton_rows': 1}
+        >>> counts = cluster_counts(batch, np.array([0, 0, 1, 1]))
+        >>> [counts[k] for k in ("clusters", "pure_clusters", "singleton_rows")]
+        [2, 1, 0]
+        >>> [counts[k] for k in ("state_sets", "split_state_sets", "exact_singleton_rows")]
+        [1, 1, 1]
     """
     states, _ = factorize(batch.state_key)
     clusters = np.asarray(clusters, dtype=np.int64)
@@ -102,10 +104,8 @@ def rollout_batches(config: TrainConfig, batches: int) -> list[StepBatch]:
     ``config`` that never updates its start policy."""
     import torch
 
-    from agentbench_rl.core.hashing import seed_from
-    from agentbench_rl.rollout.batched import rollout_groups, success_rewards
-    from agentbench_rl.train.ppo import initial_policy, make_pool
-    from agentbench_rl.train.tiny import train_task_ids
+    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.train.ppo import initial_policy, iteration_rollout, make_pool
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
@@ -114,26 +114,7 @@ def rollout_batches(config: TrainConfig, batches: int) -> list[StepBatch]:
     out = []
     try:
         for iteration in range(1, batches + 1):
-            tasks = train_task_ids(
-                config.env,
-                config.train_split,
-                config.n_tasks,
-                seed_from(config.seed, "tasks", iteration),
-            )
-            sampler = torch.Generator().manual_seed(
-                seed_from(config.seed, "rollout", iteration) % 2**63
-            )
-            rollout = rollout_groups(
-                pool,
-                policy,
-                config.env,
-                config.prompt_config(),
-                tasks,
-                config.group_size,
-                seed_from(config.seed, "env", iteration),
-                sampler,
-                capture_hidden=True,
-            )
+            rollout = iteration_rollout(pool, policy, config, iteration, capture_hidden=True)
             out.append(rollout.step_batch(success_rewards(rollout, config.success_reward), True))
     finally:
         pool.close()

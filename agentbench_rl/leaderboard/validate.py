@@ -385,7 +385,9 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     figures = recompute_figures(episodes)
     expected = {"complete_split": True, **figures}
     stored = {"complete_split": summary["complete_split"]}
-    stored |= {key: value for key, value in summary.items() if key not in RUN_FIELDS + OPTIONAL_RUN_FIELDS}
+    stored |= {
+        key: value for key, value in summary.items() if key not in RUN_FIELDS + OPTIONAL_RUN_FIELDS
+    }
     difference = first_difference(expected, stored)
     if difference:
         raise SubmissionError(f"{SUMMARY}: {difference}")

@@ -9,7 +9,7 @@ log-likelihood of those answer tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,11 +44,13 @@ def expert_rows(
     episodes: int,
     seed: int,
     split: str = "train",
+    categories: Sequence[str] = (),
 ) -> list[ExpertRow]:
-    """The steps of ``episodes`` expert episodes on tasks of ``split`` drawn from ``seed``."""
+    """The steps of ``episodes`` expert episodes on tasks of ``split`` (of ``categories`` when
+    given) drawn from ``seed``."""
     env = make(env_name, split=split, **env_kwargs)
     rows = []
-    for task in train_task_ids(env_name, split, episodes, seed):
+    for task in train_task_ids(env_name, split, episodes, seed, categories):
         observation, info = env.reset(seed=seed_from(seed, task) % 2**31, options={"task_id": task})
         history: list[HistoryStep] = []
         done = False

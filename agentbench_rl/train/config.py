@@ -21,7 +21,6 @@ import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 
-
 ADVANTAGE_NORMS = ("none", "batch_std")
 
 
@@ -71,6 +70,9 @@ class TrainConfig:
     n_tasks: int = 16  # N tasks of the train split per iteration
     group_size: int = 8  # G trajectories on each task
     train_split: str = "train"
+    # Train (and behaviour-clone) only on tasks of these categories (the env's category(), such
+    # as TextCraft's "depth-1"); empty: every task of the split.
+    train_categories: list[str] = field(default_factory=list)
     max_steps: int | None = None  # the env's step limit when None
     history: int = 2
     history_observations: bool = True

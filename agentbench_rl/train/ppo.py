@@ -116,12 +116,15 @@ def bc_key(config: TrainConfig) -> str:
     """Hash of everything the BC result depends on (the folder name in ``bc.cache_dir``)."""
     bc = config.to_dict()["bc"]
     bc.pop("cache_dir")
+    # only a restriction enters the key: the results cached before the field existed stay valid
+    categories = {"train_categories": config.train_categories} if config.train_categories else {}
     return stable_hash(
         {
             "env": config.env,
             "env_kwargs": config.env_kwargs,
             "max_steps": config.max_steps,
             "train_split": config.train_split,
+            **categories,
             "model": config.model,
             "tiny": config.to_dict()["tiny"],
             "bc": bc,
@@ -168,6 +171,7 @@ def initial_policy(
         config.bc.episodes,
         seed_from(warm_seed, "bc-tasks"),
         config.train_split,
+        config.train_categories,
     )
     bar = progress.add_task("behaviour cloning", total=None) if progress else None
 
@@ -208,6 +212,35 @@ def make_pool(config: TrainConfig) -> EnvPool:
             config.env, size, workers=config.env_workers, address=config.ray_address, **kwargs
         )
     return LocalEnvPool(config.env, size, **kwargs)
+
+
+def iteration_rollout(
+    pool: EnvPool, actor: BatchPolicy, config: TrainConfig, iteration: int, capture_hidden: bool
+) -> RolloutBatch:
+    """The rollouts of one iteration: G trajectories on each of N train tasks, in lockstep.
+
+    Tasks, env seeds and the sampler are seeded from (seed, iteration) alone, so every
+    estimator of one seed draws the same tasks at an iteration (paired runs).
+    """
+    tasks = train_task_ids(
+        config.env,
+        config.train_split,
+        config.n_tasks,
+        seed_from(config.seed, "tasks", iteration),
+        config.train_categories,
+    )
+    sampler = torch.Generator().manual_seed(seed_from(config.seed, "rollout", iteration) % 2**63)
+    return rollout_groups(
+        pool,
+        actor,
+        config.env,
+        config.prompt_config(),
+        tasks,
+        config.group_size,
+        seed_from(config.seed, "env", iteration),
+        sampler,
+        capture_hidden=capture_hidden,
+    )
 
 
 # ---------------------------------------------------------------------- the PPO update
@@ -615,25 +648,8 @@ def train(
                 for iteration in range(start + 1, config.iterations + 1):
                     began = time.perf_counter()
                     # 2. rollouts: G trajectories on each of N train tasks, in lockstep
-                    tasks = train_task_ids(
-                        config.env,
-                        config.train_split,
-                        config.n_tasks,
-                        seed_from(config.seed, "tasks", iteration),
-                    )
-                    sampler = torch.Generator().manual_seed(
-                        seed_from(config.seed, "rollout", iteration) % 2**63
-                    )
-                    rollout = rollout_groups(
-                        pool,
-                        actor,
-                        config.env,
-                        config.prompt_config(),
-                        tasks,
-                        config.group_size,
-                        seed_from(config.seed, "env", iteration),
-                        sampler,
-                        capture_hidden=config.needs_hidden(),
+                    rollout = iteration_rollout(
+                        pool, actor, config, iteration, config.needs_hidden()
                     )
                     rolled = time.perf_counter()
 

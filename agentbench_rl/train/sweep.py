@@ -75,11 +75,11 @@ class Sweep:
             context = "-".join(
                 [self.name, *(_slug(str(chosen[k])) for k in keys if k not in PAIRING_KEYS)]
             )
-            values = {**self.base, **chosen}
-            extra = self.estimator_params.get(str(values.get("estimator", "")), {})
+            fields = {**self.base, **chosen}
+            extra = self.estimator_params.get(str(fields.get("estimator", "")), {})
             if extra:
-                values["estimator_params"] = {**values.get("estimator_params", {}), **extra}
-            config = config_from_dict(values)
+                fields["estimator_params"] = {**fields.get("estimator_params", {}), **extra}
+            config = config_from_dict(fields)
             config = apply_overrides(config, overrides)
             folder = self.out / cell / f"seed{config.seed}"
             runs.append(SweepRun(cell, config.seed, folder, config, context))
@@ -154,9 +154,7 @@ def run_sweep(
     runs = sweep.runs(overrides)
     # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
     # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
-    todo = sorted(
-        (run for run in runs if not is_finished(run.folder)), key=lambda run: run.seed
-    )
+    todo = sorted((run for run in runs if not is_finished(run.folder)), key=lambda run: run.seed)
     console = console or Console(stderr=True)
     console.print(f"sweep {sweep.name}: {len(runs)} runs, {len(runs) - len(todo)} finished")
     use_ray = runner == "ray"
@@ -459,9 +457,7 @@ def plot_curves(
     columns = 1 if single else min(4, len(names))
     rows = 1 if single else -(-len(names) // columns)
     size = (6.4, 4.0) if single else (3.2 * columns, 2.6 * rows + 0.6)
-    figure, grid = plt.subplots(
-        rows, columns, figsize=size, dpi=120, squeeze=False, sharey=True
-    )
+    figure, grid = plt.subplots(rows, columns, figsize=size, dpi=120, squeeze=False, sharey=True)
     colours = {name: f"C{index}" for index, name in enumerate(names)}
     panels = [names] if single else [[name] for name in names]
     for axes, members in zip(grid.flat, panels, strict=False):

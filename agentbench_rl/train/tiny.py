@@ -9,8 +9,9 @@ tags (``<think>``, ``<action>`` and their closing tags) are one token each.
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentbench_rl.agents.prompting import (
@@ -36,16 +37,39 @@ TOKENIZER_VERSION = 2
 PRE_TOKEN_PATTERN = r"[a-z]+|\s+|[^a-z\s]"
 
 
-def train_task_ids(env_name: str, split: str, count: int, seed: int) -> list[str]:
+def train_task_ids(
+    env_name: str, split: str, count: int, seed: int, categories: Sequence[str] = ()
+) -> list[str]:
     """``count`` task ids of a split: ``train-<n>`` drawn from ``seed`` for Sokoban's unbounded
-    train split, else a seeded draw from the fixed list (cycled when it is shorter)."""
+    train split, else a seeded draw from the fixed list (cycled when it is shorter), restricted
+    to the tasks of ``categories`` (the env's ``category()``, such as ``depth-1``) when given."""
     cls = env_class(env_name)
     rng = random.Random(seed)
     try:
         ids = cls.task_ids(split)
     except ValueError:  # unbounded split: ids are <split>-<n>
+        if categories:
+            raise ValueError(
+                f"train_categories: {env_name}'s split '{split}' has no fixed task list"
+            ) from None
         return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
+    if categories:
+        wanted = set(categories)
+        ids = [i for i, c in zip(ids, task_categories(env_name, split), strict=True) if c in wanted]
+        if not ids:
+            raise ValueError(f"train_categories: no task of split '{split}' is in {categories}")
     return [ids[rng.randrange(len(ids))] for _ in range(count)]
+
+
+@functools.cache
+def task_categories(env_name: str, split: str) -> tuple[str, ...]:
+    """The category of every task of a split, in ``task_ids`` order (each task is reset once;
+    the env reports its category in ``info``)."""
+    env = make(env_name, split=split)
+    return tuple(
+        str(env.reset(options={"task_id": task})[1]["category"])
+        for task in env_class(env_name).task_ids(split)
+    )
 
 
 def corpus_texts(
