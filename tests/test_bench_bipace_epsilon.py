@@ -54,30 +54,11 @@ def test_epsilon_sweep_by_hand() -> None:
 @pytest.mark.slow  # builds a tiny model and rolls out
 def test_bench_command_prints_the_table() -> None:
     pytest.importorskip("torch")
+    from test_train_cli import TINY
+
+    command = ["bench", "bipace-epsilon", "--batches", "1", "--epsilon", "0.01", "--epsilon", "0.1"]
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agentbench_rl.cli",
-            "bench",
-            "bipace-epsilon",
-            "--batches",
-            "1",
-            "--epsilon",
-            "0.01",
-            "--epsilon",
-            "0.1",
-            "n_tasks=2",
-            "group_size=2",
-            "max_steps=3",
-            "action_mode=choose",
-            "tiny.hidden_size=32",
-            "tiny.layers=1",
-            "tiny.heads=2",
-            "tiny.kv_heads=1",
-            "tiny.intermediate_size=64",
-            "tiny.tokenizer_episodes=2",
-        ],
+        [sys.executable, "-m", "agentbench_rl.cli", *command, *TINY],
         capture_output=True,
         text=True,
         timeout=300,
