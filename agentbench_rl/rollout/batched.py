@@ -45,6 +45,8 @@ class RolloutBatch:
     ``records[i]`` is the estimator row of step i; ``prompt_ids[i]``, ``response_ids[i]`` and
     ``logprobs[i]`` its tokens; ``hidden[i]`` its hidden state (when captured). ``episodes`` has
     one entry per trajectory (group, traj, task_id, success, score, steps, return, invalid).
+    In ``choose`` mode ``choices[i]`` holds the tokens of every admissible continuation,
+    ``chosen[i]`` the drawn one's index and ``logprobs[i]`` its one log-prob among them.
     """
 
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -53,6 +55,8 @@ class RolloutBatch:
     logprobs: list[np.ndarray] = field(default_factory=list)
     hidden_rows: list[np.ndarray] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    choices: list[list[list[int]]] = field(default_factory=list)
+    chosen: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -159,6 +163,9 @@ def rollout_groups(
             result.logprobs.append(out.logprobs[k])
             if out.hidden is not None:
                 result.hidden_rows.append(out.hidden[k])
+            if out.choices is not None and out.chosen is not None:
+                result.choices.append(out.choices[k])
+                result.chosen.append(out.chosen[k])
             histories[i].append(
                 HistoryStep(observation_text(observations[i]), info["action_canonical"])
             )

@@ -11,7 +11,9 @@ One file, top to bottom (CleanRL style). Per iteration:
    with the trainer's ``gamma`` and the invalid-action penalty 0.1 passed to estimators that take
    them), optionally divided by their batch standard deviation (``advantage_norm``); every token
    of a row's answer gets the row's advantage;
-4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch:
+4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch (in ``choose`` mode
+   the one "token" of a row is the action, its probability the softmax of the admissible
+   actions' scores, so ρ, the KL and the entropy are those of the action distribution):
 
    ``ρ_t = π_θ(y_t | x, y_<t) / π_old(y_t | x, y_<t)``
    ``L_clip = −min(ρ_t A, clip(ρ_t, 1−ε, 1+ε) A)``           (PPO, Schulman et al. 2017, eq. 7)
@@ -42,6 +44,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +73,7 @@ from agentbench_rl.train.checkpoint import (
 from agentbench_rl.train.config import TrainConfig, config_from_dict, dump_config
 from agentbench_rl.train.policy import (
     Policy,
+    choice_logprobs,
     load_pretrained,
     pack,
     resolve_device,
@@ -331,24 +335,54 @@ def padded(values: list[np.ndarray], width: int, device: torch.device | str) -> 
     return out.to(device)
 
 
+def row_logprobs(
+    model: Any,
+    rollout: RolloutBatch,
+    rows: Sequence[int],
+    pad_id: int,
+    temperature: float,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Log-probs of ``rows``' answers under ``model``: (rows, tokens) with their mask, and the
+    entropies when asked. In ``choose`` mode (the rollout holds ``choices``) each row is one
+    "token", the chosen action under the softmax over its admissible actions; else the answer's
+    tokens."""
+    device = next(model.parameters()).device
+    prompts = [rollout.prompt_ids[i] for i in rows]
+    if rollout.choices:
+        logprobs, entropy = choice_logprobs(
+            model,
+            prompts,
+            [rollout.choices[i] for i in rows],
+            [rollout.chosen[i] for i in rows],
+            pad_id,
+            temperature,
+            with_entropy,
+        )
+        mask = torch.ones((len(rows), 1), dtype=torch.bool, device=device)
+        return logprobs[:, None], None if entropy is None else entropy[:, None], mask
+    packed = pack(prompts, [rollout.response_ids[i] for i in rows], pad_id, device)
+    logprobs, token_entropy = response_logprobs(model, packed, temperature, with_entropy)
+    return logprobs, token_entropy, packed.response_mask
+
+
+def row_tokens(rollout: RolloutBatch, row: int) -> int:
+    """How many log-probs a row trains: 1 in ``choose`` mode (the action), else its tokens."""
+    return 1 if rollout.choices else len(rollout.response_ids[row])
+
+
 @torch.no_grad()
 def reference_logprobs(
     reference: Any, rollout: RolloutBatch, policy: Policy, temperature: float
 ) -> list[np.ndarray]:
-    """The frozen reference's log-probs of every row's answer tokens."""
+    """The frozen reference's log-probs of every row's answer (see :func:`row_logprobs`)."""
     out: list[np.ndarray] = []
     size = policy.forward_batch_size
     for start in range(0, len(rollout), size):
-        rows = range(start, min(start + size, len(rollout)))
-        packed = pack(
-            [rollout.prompt_ids[i] for i in rows],
-            [rollout.response_ids[i] for i in rows],
-            policy.pad_id,
-            policy.device,
-        )
-        logprobs, _ = response_logprobs(reference, packed, temperature)
+        rows = list(range(start, min(start + size, len(rollout))))
+        logprobs, _, _ = row_logprobs(reference, rollout, rows, policy.pad_id, temperature)
         for k, i in enumerate(rows):
-            out.append(logprobs[k, : len(rollout.response_ids[i])].cpu().numpy())
+            out.append(logprobs[k, : row_tokens(rollout, i)].cpu().numpy())
     return out
 
 
@@ -373,20 +407,19 @@ def ppo_update(
         order = torch.randperm(len(rollout), generator=generator).tolist()
         for start in range(0, len(order), config.minibatch_size):
             minibatch = order[start : start + config.minibatch_size]
-            n_tokens = sum(len(rollout.response_ids[i]) for i in minibatch)
+            n_tokens = sum(row_tokens(rollout, i) for i in minibatch)
             optimizer.zero_grad()
             for offset in range(0, len(minibatch), config.forward_batch_size):
                 rows = minibatch[offset : offset + config.forward_batch_size]
-                packed = pack(
-                    [rollout.prompt_ids[i] for i in rows],
-                    [rollout.response_ids[i] for i in rows],
+                logprobs, entropy, mask = row_logprobs(
+                    model,
+                    rollout,
+                    rows,
                     policy.pad_id,
-                    device,
+                    config.temperature,
+                    with_entropy=config.entropy_coef > 0,
                 )
-                width = packed.response_ids.shape[1]
-                logprobs, entropy = response_logprobs(
-                    model, packed, config.temperature, with_entropy=config.entropy_coef > 0
-                )
+                width = logprobs.shape[1]
                 old = padded([rollout.logprobs[i] for i in rows], width, device)
                 ref = (
                     padded([ref_logprobs[i] for i in rows], width, device)
@@ -402,7 +435,7 @@ def ppo_update(
                     ref,
                     entropy,
                     row_advantages.expand_as(logprobs),
-                    packed.response_mask,
+                    mask,
                     n_tokens,
                     config.clip_ratio,
                     config.kl_coef,
