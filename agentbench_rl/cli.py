@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -23,7 +24,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-bench_app = typer.Typer(help="Benchmarks: speed of envs and estimators, estimator fidelity.")
+bench_app = typer.Typer(
+    help="Benchmarks: speed of envs and estimators, estimator fidelity, learning on exact MDPs."
+)
 data_app = typer.Typer(help="Install benchmark data that cannot ship with the package.")
 leaderboard_app = typer.Typer(help="Leaderboards: validate, submit, render and view submissions.")
 app.add_typer(bench_app, name="bench")
@@ -34,8 +37,13 @@ console = Console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    _error_line(message)
     raise typer.Exit(code=2)
+
+
+def _error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr; the message is user input's echo, so never markup."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 @app.command("eval")
@@ -97,7 +105,11 @@ def eval_command(
     from agentbench_rl.harness.report import print_summary
 
     print_summary(summary, Console())
-    console.print(f"results in {out}/ (episodes.{episodes_format}, summary.json)")
+    console.print(
+        escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("train")
@@ -147,7 +159,7 @@ def train_command(
         console.print(
             f"validation success {last['val_success']:.3f} at iteration {last['iteration']}"
         )
-    console.print(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)")
+    console.print(escape(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)"))
 
 
 @app.command("sweep")
@@ -178,7 +190,9 @@ def sweep_command(
     except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
         _fail(str(problem))
         return
-    console.print(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
+    console.print(
+        escape(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
+    )
 
 
 @bench_app.command("envs")
@@ -215,6 +229,47 @@ def bench_fidelity(
 
     try:
         run_fidelity(seeds=seeds, out=out, console=Console())
+    except ValueError as problem:
+        _fail(str(problem))
+
+
+@bench_app.command("learning")
+def bench_learning(
+    mdp: Annotated[
+        list[str] | None, typer.Option(help="MDP of the family (repeat; default: all).")
+    ] = None,
+    estimator: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Estimator, as name or name:key=value,... (repeat; default: the seven and "
+            "gigpo:anchor=state)."
+        ),
+    ] = None,
+    seeds: Annotated[int, typer.Option(help="Paired seeds per MDP and estimator.")] = 20,
+    iterations: Annotated[int, typer.Option(help="PPO iterations per run.")] = 100,
+    workers: Annotated[int, typer.Option(help="Processes (one job per MDP x estimator).")] = 1,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(help="key=value for every selected estimator that takes key (repeat)."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for the table, CSV, JSON and PNG.")] = Path(
+        "learning"
+    ),
+) -> None:
+    """Which estimator learns fastest: PPO on small exact MDPs, J(π) by dynamic programming."""
+    from agentbench_rl.bench.learning.bench import run as run_learning
+
+    try:
+        run_learning(
+            mdp,
+            estimator,
+            seeds,
+            out,
+            Console(),
+            iterations=iterations,
+            workers=workers,
+            params=param or [],
+        )
     except ValueError as problem:
         _fail(str(problem))
 
@@ -298,8 +353,8 @@ def data_install(
             progress.stop()
             _fail(str(problem))
             return
-    console.print(f"installed {report.extracted} files into {report.data_dir}")
-    console.print(report.summary(), highlight=False)
+    console.print(escape(f"installed {report.extracted} files into {report.data_dir}"))
+    console.print(escape(report.summary()), highlight=False)
 
 
 _LEADERBOARD_ROOT = Path("leaderboards")
@@ -321,9 +376,12 @@ def leaderboard_validate(
     success = submission.figures["success"]
     low, high = success["ci95"]
     Console().print(
-        f"valid: {submission.env}/{submission.split}, {submission.metadata.name}, "
-        f"success {percent(success['mean'])}% [{percent(low)}, {percent(high)}], "
-        f"{submission.figures['n_episodes']} episodes, seeds {sorted(submission.metadata.seeds)}",
+        escape(
+            f"valid: {submission.env}/{submission.split}, {submission.metadata.name}, "
+            f"success {percent(success['mean'])}% [{percent(low)}, {percent(high)}], "
+            f"{submission.figures['n_episodes']} episodes, "
+            f"seeds {sorted(submission.metadata.seeds)}"
+        ),
         highlight=False,
         soft_wrap=True,
     )
@@ -343,7 +401,7 @@ def leaderboard_submit(
         _fail(str(problem))
         return
     console.print(
-        f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards",
+        escape(f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards"),
         highlight=False,
         soft_wrap=True,
     )
@@ -356,13 +414,16 @@ def leaderboard_render(
     """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions."""
     from agentbench_rl.leaderboard.render import render
 
+    def skipped(message: str) -> None:
+        console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
     try:
-        written = render(root)
+        written = render(root, on_skip=skipped)
     except ValueError as problem:
         _fail(str(problem))
         return
     console.print(
-        f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots",
+        escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
         highlight=False,
         soft_wrap=True,
     )
@@ -381,7 +442,9 @@ def leaderboard_serve(
     except (ValueError, OSError) as problem:
         _fail(str(problem))
         return
-    console.print(f"serving {site_url(server)} (Ctrl-C stops)", highlight=False, soft_wrap=True)
+    console.print(
+        escape(f"serving {site_url(server)} (Ctrl-C stops)"), highlight=False, soft_wrap=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -429,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except typer.TyperException as problem:  # usage errors: unknown option, missing value, ...
         format_message = getattr(problem, "format_message", None)
         message = format_message() if callable(format_message) else str(problem)
-        console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        _error_line(message)
         sys.exit(getattr(problem, "exit_code", 2))
     except (typer.Abort, KeyboardInterrupt):
         console.print("interrupted; rerun with --resume to continue")

@@ -78,6 +78,7 @@ def two_step_mdp(horizon: int) -> fidelity.TabularMDP:
         obs_text=("s0", "s1", "s2", "end"),
         state_text=("s0", "s1", "s2", "end"),
         actions=("a0", "a1"),
+        features=np.array([[0], [1], [2], [3]]),
     )
 
 
@@ -167,3 +168,15 @@ def test_fidelity_run_writes_table_json_and_plot(tmp_path: Path) -> None:
     assert table.count("| aliased_world |") == len(labels)
     assert json.loads((tmp_path / "fidelity.json").read_text())["seeds"] == 2
     assert (tmp_path / "fidelity.png").read_bytes()[:4] == b"\x89PNG"
+
+    # BiPACE: ε swept; hidden states follow the true state, not the observation text
+    for epsilon in ("0", "0.01", "0.05", "0.1", "0.2"):
+        assert any(label.startswith(f"bipace ε={epsilon}") for label in labels)
+    world = payload["results"]["aliased_world"]
+    # the observation text hides two states: GiGPO's text anchors mix them, BiPACE's clusters
+    # of hidden states (a projection of the true state) do not
+    assert world["gigpo"]["purity"]["mean"] < 0.9
+    assert world["bipace ε=0.05 (default)"]["purity"]["mean"] > 0.95
+    assert world["grpo"]["purity"]["mean"] is None  # no step-level sets
+    # ε = 0: noisy vectors never coincide, so every row is its own cluster
+    assert world["bipace ε=0"]["singleton_rate"]["mean"] == 1.0

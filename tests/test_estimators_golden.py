@@ -133,6 +133,40 @@ def test_grpo_invalid_penalty() -> None:
     )
 
 
+def test_trajectory_stats_subtract_the_penalty_after_normalisation() -> None:
+    # Hand-worked. Two one-step trajectories, both R = 1, row y invalid, p = 0.1, mean_std:
+    # the set {1, 1} has std 0, so R normalises to 0 for both and y gets -0.1 (normalising
+    # its score 0.9 would give -0.1 / 1e-6).
+    rows = [("x", 0, "A", "A", "u", 1.0, None), ("y", 0, "A", "A", "u", 1.0, None)]
+    check(
+        "grpo",
+        make_batch(rows, invalid=(1,)),
+        [0.0, -0.1],
+        episode_stats="trajectories",
+        invalid_penalty=0.1,
+    )
+    # W with p = 0.5 on row 3 (b1), mean_std: the penalty-free part is unchanged, then -0.5.
+    expected = episode_trajectories("mean_std") - 0.5 * (np.arange(7) == 3)
+    check(
+        "grpo", w_batch(invalid=(3,)), expected, episode_stats="trajectories", invalid_penalty=0.5
+    )
+    # A group of one trajectory: normalised part 0, the invalid row keeps -p.
+    solo = make_batch(
+        [("s", 0, "A", "A", "x", 0.0, None), ("s", 1, "B", "B", "x", 1.0, None)], invalid=(0,)
+    )
+    check("grpo", solo, [-0.1, 0.0], episode_stats="trajectories", invalid_penalty=0.1)
+    # GiGPO's episode term too (its step term: one anchor set of two equal G -> 0 for x;
+    # G_y = 1 - 0.1 against {1, 0.9}: (0.9 - 0.95) / (std + 1e-6)).
+    spread = statistics.stdev([1.0, 0.9]) + EPS
+    check(
+        "gigpo",
+        make_batch(rows, invalid=(1,)),
+        [0.05 / spread, -0.1 - 0.05 / spread],
+        episode_stats="trajectories",
+        invalid_penalty=0.1,
+    )
+
+
 def test_grpo_single_trajectory_group_is_zero_with_trajectory_stats() -> None:
     # Group "solo" has one trajectory of two rows with returns summing to 1:
     # rows: scores (1, 1) -> 0 each; trajectories: |S| = 1 -> 0.

@@ -148,6 +148,11 @@ def episode_advantage(rows: list[Row], mode: str, stats: str, p: float) -> list[
             if row["traj"] not in seen:
                 seen.add(row["traj"])
                 members[row["group"]].append(returns[row["traj"]])
+        # the spec subtracts the penalty after normalising R(τ_i) in this mode
+        return [
+            normalised(returns[row["traj"]], members[row["group"]], mode) - penalty(row, p)
+            for row in rows
+        ]
     return [normalised(scores[i], members[row["group"]], mode) for i, row in enumerate(rows)]
 
 

@@ -28,8 +28,16 @@ A ≠ 0, and the same weighted by |A|: rows whose true advantage is almost 0 hav
 getting right), the relative squared error after the best scale
 ``min_c mean((c·Â − A)²) / mean(A²)`` (0 is perfect, 1 is no better than predicting 0), and the
 singleton rate. The table gives mean ± std
-over seeds. BiPACE gets synthetic hidden states: one random direction per observation text
-plus 15% noise, the information an LLM's hidden state has about an observation it sees.
+over seeds.
+
+BiPACE gets the synthetic hidden states of ``bench learning``
+(:class:`~agentbench_rl.bench.learning.mdp.HiddenFeatures`): a fixed random projection of the
+true state's factors (player and box cells; layer and slot) and of the last action, plus noise.
+They carry the true state, imperfectly, so BiPACE's clusters are not GiGPO's anchor sets in
+disguise (they were, when the hidden state was a function of the observation text). The table
+sweeps BiPACE's ε over 0, 0.01, 0.05 (the default), 0.1 and 0.2 and reports, for the
+estimators whose step-level sets are anchor sets or clusters, their purity: the share of sets
+whose rows all share one true state.
 """
 
 from __future__ import annotations
@@ -46,17 +54,21 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from agentbench_rl.bench.learning.family import room_graph
+from agentbench_rl.bench.learning.mdp import HiddenFeatures, cluster_purity
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from, stable_hash
-from agentbench_rl.envs.sokoban.generator import LevelConfig, generate_level
-from agentbench_rl.envs.sokoban.rules import ACTIONS, move, render_grid, solved
+from agentbench_rl.envs.sokoban.generator import LevelConfig
+from agentbench_rl.envs.sokoban.rules import ACTIONS, render_grid
 from agentbench_rl.estimators import compute
+from agentbench_rl.estimators.bipace import cluster_rows
+from agentbench_rl.estimators.common import anchor_sets
 
 GAMMA = 0.95
 GROUPS_PER_SEED = 4
 GROUP_SIZE = 8
-HIDDEN_SIZE = 64
-HIDDEN_NOISE = 0.15
+HIDDEN = HiddenFeatures()  # the hidden-feature model of bench learning
+BIPACE_EPSILONS = (0.0, 0.01, 0.05, 0.1, 0.2)  # 0.05 is BiPACE's default
 SOKOBAN_EPSILON = 0.5
 WORLD_LAYERS = 6
 WORLD_WIDTH = 6
@@ -67,13 +79,21 @@ WORLD_FIND_REWARD = 0.2
 WORLD_CHANCE = (0.7, 0.95)  # range of the probability of an action's likelier outcome
 SCENES = ("a dusty lamp", "a locked chest", "a narrow window")
 
-# (label, estimator, parameters): every estimator at its defaults, and GiGPO by true state.
+# (label, estimator, parameters): every estimator at its defaults, GiGPO by true state, and
+# BiPACE over a sweep of ε.
 ESTIMATORS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("grpo", "grpo", {}),
     ("rloo", "rloo", {}),
     ("gigpo", "gigpo", {}),
     ("gigpo anchor=state", "gigpo", {"anchor": "state"}),
-    ("bipace", "bipace", {}),
+    *(
+        (
+            f"bipace ε={epsilon:g}" + (" (default)" if epsilon == 0.05 else ""),
+            "bipace",
+            {"epsilon": epsilon},
+        )
+        for epsilon in BIPACE_EPSILONS
+    ),
     ("ecpo", "ecpo", {}),
     ("progpo", "progpo", {}),
     ("gated_bepo", "gated_bepo", {}),
@@ -84,6 +104,7 @@ METRICS = (
     "weighted_sign_agreement",
     "relative_mse",
     "singleton_rate",
+    "purity",
 )
 METRIC_TITLES = {
     "correlation": "corr.",
@@ -91,6 +112,7 @@ METRIC_TITLES = {
     "weighted_sign_agreement": "w. sign",
     "relative_mse": "rel. MSE",
     "singleton_rate": "singleton",
+    "purity": "purity",
 }
 
 
@@ -113,6 +135,7 @@ class TabularMDP:
     obs_text: tuple[str, ...]  # what the agent reads in each state
     state_text: tuple[str, ...]  # the true state, for state_key
     actions: tuple[str, ...]
+    features: np.ndarray  # (S, F) factor ids of the true state, for the hidden-feature model
 
 
 def exact_advantages(mdp: TabularMDP, gamma: float) -> np.ndarray:
@@ -122,7 +145,8 @@ def exact_advantages(mdp: TabularMDP, gamma: float) -> np.ndarray:
         >>> # one state, two actions: "stay" pays 1 and ends, "go" pays 0 and ends; π uniform
         >>> mdp = TabularMDP(np.array([[[1], [1]], [[1], [1]]]), np.ones((2, 2, 1)),
         ...     np.array([[[1.0], [0.0]], [[0.0], [0.0]]]), np.array([False, True]),
-        ...     np.full((2, 2), 0.5), 0, 1, ("s", "end"), ("s", "end"), ("stay", "go"))
+        ...     np.full((2, 2), 0.5), 0, 1, ("s", "end"), ("s", "end"), ("stay", "go"),
+        ...     np.array([[0], [1]]))
         >>> exact_advantages(mdp, 0.9)[0, 0].tolist()
         [0.5, -0.5]
     """
@@ -143,33 +167,14 @@ def exact_advantages(mdp: TabularMDP, gamma: float) -> np.ndarray:
 def sokoban_mdp(seed: int, epsilon: float = SOKOBAN_EPSILON) -> TabularMDP:
     """The standard-setting room of ``seed`` under the noisy expert, over its reachable states."""
     config = LevelConfig()
-    level = generate_level(seed, config)
-    room = level.room
-    start = (level.player, level.boxes)
-    index = {start: 0}
-    states = [start]
-    edges: dict[int, list[tuple[int, float]]] = {}  # state -> (next state, reward) per action
-    queue = deque([0])
-    while queue:
-        here = queue.popleft()
-        player, boxes = states[here]
-        edges[here] = []
-        for action in ACTIONS:
-            new_player, new_boxes, gain = move(room, player, boxes, action)
-            reached = (new_player, new_boxes)
-            if reached not in index:
-                index[reached] = len(states)
-                states.append(reached)
-                if not solved(room, new_boxes):  # a solved room ends the episode
-                    queue.append(index[reached])
-            edges[here].append((index[reached], gain))
+    graph = room_graph(seed, config)
+    room, states, edges, terminal = graph.room, graph.states, graph.edges, graph.terminal
     n_states = len(states)
     successor = np.tile(np.arange(n_states)[:, None, None], (1, len(ACTIONS), 1))
     reward = np.zeros((n_states, len(ACTIONS), 1))
     for source, row in edges.items():
         for column, (target, gain) in enumerate(row):
             successor[source, column, 0], reward[source, column, 0] = target, gain
-    terminal = np.array([solved(room, boxes) for _, boxes in states])
 
     # Moves to the solution: reverse BFS from the solved states over the reachable graph.
     distance = np.full(n_states, np.inf)
@@ -202,6 +207,9 @@ def sokoban_mdp(seed: int, epsilon: float = SOKOBAN_EPSILON) -> TabularMDP:
         obs_text=texts,
         state_text=texts,
         actions=ACTIONS,
+        features=np.array(
+            [(player, config.width * config.height + min(boxes)) for player, boxes in states]
+        ),
     )
 
 
@@ -257,6 +265,7 @@ def aliased_world(seed: int) -> TabularMDP:
         obs_text=obs_text,
         state_text=tuple(f"layer {layer[s]} slot {slot[s]}" for s in range(n_states)),
         actions=WORLD_ACTIONS,
+        features=np.stack([layer, WORLD_LAYERS + 1 + slot], axis=1),
     )
 
 
@@ -265,11 +274,12 @@ def sample_group(
     mdp: TabularMDP, advantages: np.ndarray, size: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
     """``size`` trajectories from the start state: per row the trajectory, t, state, action,
-    reward and true advantage."""
+    the previous action (−1 at t = 0), reward and true advantage."""
     columns: dict[str, list[np.ndarray]] = {
-        key: [] for key in ("traj", "t", "state", "action", "reward", "true")
+        key: [] for key in ("traj", "t", "state", "action", "last", "reward", "true")
     }
     state = np.full(size, mdp.start)
+    last = np.full(size, -1)
     alive = np.ones(size, dtype=bool)
     for t in range(mdp.horizon):
         trajs = np.flatnonzero(alive)
@@ -284,11 +294,12 @@ def sample_group(
             ("t", np.full(trajs.size, t)),
             ("state", here),
             ("action", action),
+            ("last", last[trajs]),
             ("reward", mdp.reward[here, action, outcome]),
             ("true", advantages[t, here, action]),
         ):
             columns[key].append(values)
-        state[trajs] = landed
+        state[trajs], last[trajs] = landed, action
         alive[trajs] = ~mdp.terminal[landed]
     return {key: np.concatenate(values) for key, values in columns.items()}
 
@@ -315,8 +326,6 @@ def seed_batch(
         group_rows = sample_group(mdp, exact_advantages(mdp, GAMMA), GROUP_SIZE, rng)
         obs_keys = np.array([stable_hash(text) for text in mdp.obs_text], dtype=object)
         state_keys = np.array([stable_hash(text) for text in mdp.state_text], dtype=object)
-        # Synthetic hidden states: a direction per observation text plus noise.
-        directions = {key: rng.standard_normal(HIDDEN_SIZE) for key in sorted(set(obs_keys))}
         states = group_rows["state"]
         columns["group"].append(np.full(len(states), group))
         columns["traj"].append(group * GROUP_SIZE + group_rows["traj"])
@@ -325,10 +334,8 @@ def seed_batch(
         columns["obs_key"].append(obs_keys[states])
         columns["state_key"].append(state_keys[states])
         columns["action_key"].append(np.array(mdp.actions, dtype=object)[group_rows["action"]])
-        columns["hidden"].append(
-            np.array([directions[key] for key in obs_keys[states]])
-            + HIDDEN_NOISE * rng.standard_normal((len(states), HIDDEN_SIZE))
-        )
+        noise = rng.standard_normal((len(states), HIDDEN.dim))
+        columns["hidden"].append(HIDDEN.embed(mdp.features[states], group_rows["last"], noise))
         true_parts.append(group_rows["true"])
     arrays = {key: np.concatenate(values) for key, values in columns.items()}
     batch = StepBatch(valid=np.ones(len(arrays["t"]), dtype=bool), **arrays)
@@ -368,6 +375,20 @@ def score(estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     }
 
 
+def step_set_purity(batch: StepBatch, name: str, params: dict[str, Any]) -> float:
+    """Purity of the step-level sets of GiGPO and ECPO (anchor sets) and BiPACE (clusters):
+    the share of sets whose rows share one true state; NaN for the other estimators."""
+    if name in ("gigpo", "ecpo"):
+        codes, _ = anchor_sets(batch, params.get("anchor", "obs"))
+    elif name == "bipace":
+        assert batch.hidden is not None
+        codes, _ = cluster_rows(batch, batch.hidden, params.get("epsilon", 0.05))
+    else:
+        return float("nan")
+    # a set is per group; the group is part of the code, so (code, state) pairs decide purity
+    return cluster_purity(codes, batch.state_key)
+
+
 MDPS: dict[str, Callable[[int], TabularMDP]] = {
     "sokoban": sokoban_mdp,
     "aliased_world": aliased_world,
@@ -387,6 +408,7 @@ def evaluate(seeds: int) -> dict[str, dict[str, dict[str, list[float]]]]:
                 result = compute(name, batch, **params)
                 figures = score(result.advantages, truth)
                 figures["singleton_rate"] = result.diagnostics["singleton_rate"]
+                figures["purity"] = step_set_purity(batch, name, params)
                 for metric in METRICS:
                     per_estimator[label][metric].append(figures[metric])
         results[mdp_name] = per_estimator
@@ -396,6 +418,18 @@ def evaluate(seeds: int) -> dict[str, dict[str, dict[str, list[float]]]]:
 def summarise(values: list[float]) -> tuple[float, float]:
     """Mean and (unbiased) std over seeds."""
     return float(np.mean(values)), float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def cell(values: list[float], digits: int, separator: str = " ± ") -> str:
+    """``mean ± std`` with ``digits`` decimals; "–" for a metric that does not apply (NaN)."""
+    mean, spread = summarise(values)
+    if np.isnan(mean):
+        return "–"
+    return f"{mean:.{digits}f}{separator}{spread:.{digits}f}"
+
+
+def _json_number(value: float) -> float | None:
+    return None if np.isnan(value) else value
 
 
 def markdown_table(results: dict[str, dict[str, dict[str, list[float]]]], seeds: int) -> str:
@@ -409,14 +443,17 @@ def markdown_table(results: dict[str, dict[str, dict[str, list[float]]]], seeds:
     ]
     for mdp_name, per_estimator in results.items():
         for label, metrics in per_estimator.items():
-            cells = ["{:.3f} ± {:.3f}".format(*summarise(metrics[m])) for m in METRICS]
+            cells = [cell(metrics[m], 3) for m in METRICS]
             lines.append(f"| {mdp_name} | {label} | " + " | ".join(cells) + " |")
     lines += [
         "",
         "corr.: Pearson correlation with the exact A(s,a) over a seed's rows; sign: share of the",
         "rows with A ≠ 0 whose sign is right; w. sign: the same, each row",
         "weighted by its true |A|; rel. MSE: min_c mean((c·Â − A)²) / mean(A²); singleton: the",
-        "estimator's singleton rate.",
+        "estimator's singleton rate; purity: share of its anchor sets or clusters whose rows",
+        "share one true state (– where it has neither). BiPACE's hidden states: a random",
+        "projection of the true state's factors and the last action, plus noise (bench learning's",
+        "model); ε is its clustering threshold.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -472,7 +509,7 @@ def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
         for metric in METRICS:
             table.add_column(METRIC_TITLES[metric], justify="right", min_width=9)
         for label, metrics in per_estimator.items():
-            cells = ("{:.2f}±{:.2f}".format(*summarise(metrics[m])) for m in METRICS)
+            cells = (cell(metrics[m], 2, "±") for m in METRICS)
             table.add_row(label, *cells)
         console.print(table)
 
@@ -489,9 +526,9 @@ def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
             mdp_name: {
                 label: {
                     metric: {
-                        "mean": summarise(values)[0],
-                        "std": summarise(values)[1],
-                        "per_seed": values,
+                        "mean": _json_number(summarise(values)[0]),
+                        "std": _json_number(summarise(values)[1]),
+                        "per_seed": [_json_number(value) for value in values],
                     }
                     for metric, values in metrics.items()
                 }

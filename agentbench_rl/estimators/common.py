@@ -151,15 +151,29 @@ def episode_advantage(
 ) -> np.ndarray:
     """``A^E_i``: the row's episode score normalised within its group.
 
-    ``"rows"``: against the scores of every row of the group; ``"trajectories"``: against one
-    ``R(τ)`` per trajectory of the group (0 when the group has a single trajectory).
+    ``"rows"``: ``norm(score_i, {score_j : j in the group})``, every row of the group counted.
+    ``"trajectories"``: ``norm(R(τ_i), {R(τ) : τ in the group}) − p·[not valid_i]``, one value
+    per trajectory in the set. The penalty is subtracted after normalisation because no member
+    of the set carries it: normalising ``score_i`` against penalty-free returns would divide the
+    penalty by the group's std, ``−p / 1e-6`` when every trajectory has the same return. With a
+    single trajectory in the group the normalised part is 0 (the advantage is ``−p·[not valid]``).
+
+    Example:
+        >>> batch = StepBatch.from_records([
+        ...     {"group": 0, "traj": traj, "t": 0, "reward": 1.0, "obs_key": "o",
+        ...      "state_key": "o", "action_key": "a", "valid": valid}
+        ...     for traj, valid in (("x", True), ("y", False))])
+        >>> episode_advantage(batch, "mean_std", "trajectories", 0.5).tolist()
+        [0.0, -0.5]
     """
-    score = episode_scores(batch, invalid_penalty)
     if episode_stats == "rows":
+        score = episode_scores(batch, invalid_penalty)
         stats = set_stats(score, batch.group_codes, batch.n_groups)
-    else:
-        stats = set_stats(trajectory_returns(batch), trajectory_groups(batch), batch.n_groups)
-    return normalise(score, batch.group_codes, stats, norm)
+        return normalise(score, batch.group_codes, stats, norm)
+    returns = trajectory_returns(batch)
+    stats = set_stats(returns, trajectory_groups(batch), batch.n_groups)
+    normalised = normalise(returns[batch.traj_codes], batch.group_codes, stats, norm)
+    return normalised - invalid_penalties(batch, invalid_penalty)
 
 
 def anchor_sets(batch: StepBatch, anchor: Anchor) -> tuple[np.ndarray, int]:

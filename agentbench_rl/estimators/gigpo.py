@@ -12,9 +12,14 @@ Equations (``docs/estimators.md``)::
 
 Choices the paper leaves open: the anchor set holds every row of the group with the same key,
 from any trajectory and any step (several rows of one trajectory included), as the code does;
-an anchor set of one row gets ``A^S = 0`` (the code would divide by a std of 1 after subtracting
-its own mean, which is also 0); ``anchor="state"`` keys by the true state instead of the
+an anchor set of one row gets ``A^S = 0``, and so does a group of one row for ``A^E``;
+``anchor="state"`` keys by the true state instead of the
 observation text, for envs whose observations alias states.
+
+Differs from verl-agent on purpose: verl-agent gives a set (group or anchor set) that holds a
+single row ``score / (1 + 1e-6)`` (it takes mean 0 and std 1 for a set of one), where we give 0
+(the spec's ``|S| = 1`` rule); the two agree on every row of a set of two or more. See
+"Resolved (a set of one value)" in ``docs/estimators.md``.
 """
 
 from __future__ import annotations

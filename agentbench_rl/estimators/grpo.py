@@ -12,7 +12,13 @@ Equations (``docs/estimators.md``)::
 
 Choices the paper leaves open: GRPO scores whole responses, one per trajectory; for multi-step
 agents the GiGPO code normalises over every row of the group (a long trajectory weighs more),
-which is the default here; ``episode_stats="trajectories"`` gives one vote per trajectory.
+which is the default here; ``episode_stats="trajectories"`` gives one vote per trajectory
+(the invalid-action penalty is then subtracted after normalisation,
+``A^E_i = norm(R(τ_i), {R(τ)}) − p·[not valid_i]``).
+
+Differs from verl-agent on purpose: a group that holds a single row gets ``A = 0`` here (the
+spec's ``|S| = 1`` rule); verl-agent gives it ``score / (1 + 1e-6)`` (mean 0, std 1 for a set of
+one). See "Resolved (a set of one value)" in ``docs/estimators.md``.
 """
 
 from __future__ import annotations

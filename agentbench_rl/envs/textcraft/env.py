@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
@@ -42,7 +42,7 @@ class TextCraftEnv(TextAgentEnv[str]):
     find ...``). Crafting the goal gives reward 1 and ends the episode; the step limit is 40.
 
     Example:
-        >>> env = TextCraftEnv(split="test")
+        >>> env = TextCraftEnv(split="train")
         >>> obs, info = env.reset(options={"task_id": "crafting_table"})
         >>> obs.splitlines()[-1], info["category"]
         ('Goal: craft crafting table.', 'depth-2')
@@ -116,6 +116,22 @@ class TextCraftEnv(TextAgentEnv[str]):
             )
         checksum: str = load_manifest()["checksums"][split]
         return checksum
+
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """``depth-N`` of every task of a split, from the manifest.
+
+        Example:
+            >>> TextCraftEnv.task_categories("adapt")["adapt-000"]
+            'depth-4'
+        """
+        cls.task_ids(split)  # names an unknown split
+        return {row["task_id"]: f"depth-{row['depth']}" for row in load_manifest()["splits"][split]}
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """1 for crafting the goal (which ends the episode), 0 for every other step."""
+        return 1.0 if success else 0.0
 
     def _sample_task_id(self) -> str:
         ids = self.task_ids(self.split)
@@ -216,7 +232,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """What ``inventory`` answers, items sorted by name (the original: in order received).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.inventory_text()
             'Inventory: You are not carrying anything.'
@@ -246,7 +262,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         fetching a whole batch at once (an anvil takes 279 iron nuggets).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> "get 1 oak logs" in env.admissible_actions()
             True
@@ -286,7 +302,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """Whether the goal has been crafted.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.won()
             False
@@ -297,7 +313,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """``depth-N``: the goal's crafting depth (1 to 4).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="adapt")
             >>> _ = env.reset(options={"task_id": "adapt-000"})
             >>> env.category()
             'depth-4'
@@ -308,7 +324,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """The next action of the planner's plan from the current inventory.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.expert_action()
             'get 1 acacia logs'

@@ -180,6 +180,17 @@ class WebShopEnv(TextAgentEnv[str]):
         """Task ids of this env's split in its own setting."""
         return [pair[0] for pair in self.world.splits[self.split]]
 
+    def has_task(self, task_id: str) -> bool:
+        """Whether ``task_id`` is exactly an id of this env's split in its own setting."""
+        if getattr(self, "_task_set", None) is None:
+            self._task_set = frozenset(self.split_task_ids())
+        return task_id in self._task_set
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """The purchase's score, the only reward of an episode (0 without a purchase)."""
+        return score
+
     def _sample_task_id(self) -> str:
         ids = self.split_task_ids()
         if not ids:
