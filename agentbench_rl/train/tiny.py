@@ -9,7 +9,6 @@ tags (``<think>``, ``<action>`` and their closing tags) are one token each.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -54,22 +53,14 @@ def train_task_ids(
             ) from None
         return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
     if categories:
+        known = cls.task_categories(split)
+        if known is None:
+            raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
         wanted = set(categories)
-        ids = [i for i, c in zip(ids, task_categories(env_name, split), strict=True) if c in wanted]
+        ids = [task for task in ids if known.get(task) in wanted]
         if not ids:
             raise ValueError(f"train_categories: no task of split '{split}' is in {categories}")
     return [ids[rng.randrange(len(ids))] for _ in range(count)]
-
-
-@functools.cache
-def task_categories(env_name: str, split: str) -> tuple[str, ...]:
-    """The category of every task of a split, in ``task_ids`` order (each task is reset once;
-    the env reports its category in ``info``)."""
-    env = make(env_name, split=split)
-    return tuple(
-        str(env.reset(options={"task_id": task})[1]["category"])
-        for task in env_class(env_name).task_ids(split)
-    )
 
 
 def corpus_texts(
