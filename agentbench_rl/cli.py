@@ -52,7 +52,10 @@ def eval_command(
         "sokoban"
     ),
     agent: Annotated[
-        str, typer.Option(help="random, expert, hf:MODEL, openai:URL#MODEL, python:module:attr.")
+        str,
+        typer.Option(
+            help="random, expert, rule (WebShop), hf:MODEL, openai:URL#MODEL, python:module:attr."
+        ),
     ] = "random",
     out: Annotated[
         Path | None,
@@ -132,6 +135,13 @@ def train_command(
     bc: Annotated[bool, typer.Option("--bc", help="Behaviour cloning before RL.")] = False,
     backend: Annotated[str | None, typer.Option(help="Env workers: local or ray.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in OUT.")] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="hf or vllm (the home trainer), or verl (verl's trainer on GPUs; "
+            "verl.KEY=VALUE overrides go to verl's config)."
+        ),
+    ] = None,
 ) -> None:
     """Train a policy with PPO-clip and any advantage estimator (see baselines/)."""
     try:
@@ -139,15 +149,28 @@ def train_command(
 
         flags = {"env": env, "estimator": estimator, "model": model, "seed": seed}
         flags["backend"] = backend
+        if engine not in (None, "verl"):
+            flags["engine"] = engine
         extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
         if bc:
             extra.append("bc.enabled=true")
-        train_config = load_config(config, [*extra, *(overrides or [])])
+        ours, verl_extra = list(overrides or []), list[str]()
+        if engine == "verl":
+            from agentbench_rl.integrations.verl.config import split_overrides
+
+            ours, verl_extra = split_overrides(ours)
+        train_config = load_config(config, [*extra, *ours])
         train_config.validate()
         if out is None:
             label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
             name = f"{train_config.env}-{train_config.estimator}-{label}-seed{train_config.seed}"
             out = Path("runs") / name
+        if engine == "verl":
+            from agentbench_rl.integrations.verl.launcher import hf_checkpoint, train_verl
+
+            train_verl(train_config, out, verl_extra, resume=resume)
+            console.print(f"run in {out}/; evaluate with --agent hf:{hf_checkpoint(out)}")
+            return
         from agentbench_rl.train.ppo import train
 
         metrics = train(train_config, out, resume=resume, console=console)
@@ -160,6 +183,43 @@ def train_command(
             f"validation success {last['val_success']:.3f} at iteration {last['iteration']}"
         )
     console.print(escape(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)"))
+
+
+@app.command("verl-data")
+def verl_data_command(
+    out: Annotated[Path, typer.Argument(help="Parquet file to write.")],
+    env: Annotated[str, typer.Option(help="Env short name or Gymnasium id.")] = "sokoban",
+    split: Annotated[str, typer.Option(help="Split whose tasks become rows.")] = "train",
+    size: Annotated[
+        int | None, typer.Option(help="First N tasks; required for unbounded splits.")
+    ] = None,
+) -> None:
+    """Write a split's task list as verl's parquet dataset (one row per task)."""
+    try:
+        from agentbench_rl.integrations.verl.data import write_split
+
+        rows = write_split(env, split, out, size)
+    except (ValueError, ImportError) as problem:
+        _fail(str(problem))
+        return
+    console.print(f"{rows} tasks of {env} {split} in {out}")
+
+
+@app.command("verl-export")
+def verl_export_command(
+    run: Annotated[Path, typer.Argument(help="Run folder of train --engine verl.")],
+    step: Annotated[int | None, typer.Option(help="Checkpoint step (default: the last).")] = None,
+) -> None:
+    """Print the Hugging Face folder of a verl checkpoint (converted when needed)."""
+    try:
+        from agentbench_rl.integrations.verl.launcher import hf_checkpoint
+
+        folder = hf_checkpoint(run, step)
+    except (FileNotFoundError, RuntimeError) as problem:
+        _fail(str(problem))
+        return
+    print(folder)
+    console.print(f"evaluate with: agentbench-rl eval --agent hf:{folder}")
 
 
 @app.command("sweep")

@@ -2,10 +2,11 @@
 
 For every registered env whose data is available here (an env that cannot make and reset its
 first task is skipped, with the reason), and every evaluation split of it, this evaluates the
-``expert`` and ``random`` agents with seeds 0 1 2, files each run as a submission under this
-folder, and renders the boards. A reference submission already on the board that still validates
-is kept (so rerunning changes nothing); one that no longer validates, e.g. after a split changed,
-is replaced. ``--refresh`` replaces them all.
+``expert`` and ``random`` agents (and an env's own baselines, such as WebShop's ``rule``) with
+seeds 0 1 2, files each run as a submission under this folder, and renders the boards. A
+reference submission already on the board that still validates is kept (so rerunning changes
+nothing); one that no longer validates, e.g. after a split changed, is replaced. ``--refresh``
+replaces them all.
 
     python leaderboards/build_reference.py                  # every env with data
     python leaderboards/build_reference.py --env sokoban    # one env
@@ -50,6 +51,8 @@ from agentbench_rl.leaderboard.validate import (
 
 ROOT = Path(__file__).resolve().parent
 AGENTS = ("expert", "random")
+#: Baselines that only some envs have (WebShop's rule baseline from the WebShop paper).
+ENV_AGENTS = {"webshop": ("rule",)}
 SEEDS = [0, 1, 2]
 #: Marks our own reference submissions, so a rebuild never touches anyone else's.
 REFERENCE_CONTACT = "agentbench-rl maintainers (reference run, leaderboards/build_reference.py)"
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             if reason:
                 console.print(f"skipped {env}/{split}: {reason}")
                 continue
-            for agent in AGENTS:
+            for agent in (*AGENTS, *ENV_AGENTS.get(env, ())):
                 build(args.root, env, split, agent, args.workers, args.refresh, console)
     written = render(args.root)
     console.print(f"rendered {written[0]} and {written[1]}")

@@ -247,6 +247,14 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     def expert_action(self) -> str:
         """The action the env's expert (planner, solver or walkthrough) takes now."""
 
+    def user_choices(self) -> list[str]:
+        """The concrete actions a user could take now: what the ``random`` agent draws from.
+
+        The admissible actions, unless the env lists a placeholder among them (WebShop's
+        ``search[...]``), in which case it says which concrete actions a user would take.
+        """
+        return self.admissible_actions()
+
     def score(self) -> float:
         """Task score in 0..1 (partial credit where the env has it; else 1 if won)."""
         return 1.0 if self.won() else 0.0

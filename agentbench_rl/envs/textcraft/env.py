@@ -193,14 +193,12 @@ class TextCraftEnv(TextAgentEnv[str]):
         if command.malformed:
             return self._answer(False, f"Wrong item format: {_echo(command.malformed[0])}")
         output_is_tag = self.book.is_tag(command.output)
-        # Summed per item: the original checks each entry alone, so "2 a, 2 a" with 2 a held
-        # passes its check and then fails removing the second entry.
-        needed: Counter[str] = Counter()
-        for name, count in command.ingredients:
-            needed[name] += count
+        # As the original's ``has_items``: each entry alone must be held, in at least its count
+        # (so "0 stick" fails when no stick is held, and "2 a, 2 a" passes with 2 a held, then
+        # meets no recipe: no shipped recipe lets one item fill two inputs).
         if any(
-            self.book.is_tag(name) or self.inventory.get(name, 0) < count
-            for name, count in needed.items()
+            self.book.is_tag(name) or name not in self.inventory or self.inventory[name] < count
+            for name, count in command.ingredients
         ):
             # The original names the output's item id, which a tag does not have.
             target = "None" if output_is_tag else _echo(command.output)
@@ -214,7 +212,7 @@ class TextCraftEnv(TextAgentEnv[str]):
                 f"count={command.output_count(self.book)})"
             )
             return self._answer(False, f"Could not find a valid recipe for {_echo(described)}")
-        for name, count in needed.items():
+        for name, count in command.ingredients:
             self.inventory[name] -= count
             if self.inventory[name] == 0:
                 del self.inventory[name]

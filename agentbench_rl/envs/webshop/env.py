@@ -68,6 +68,19 @@ def canonical_action(raw: str | bytes) -> str:
     return f"{name}[{argument}]"
 
 
+def search_query(text: str) -> str:
+    """The query the env searches for ``search[<text>]`` (lower-cased, whitespace collapsed).
+
+    Example:
+        >>> search_query("  Red  MUG, under 30 dollars ")
+        'red mug, under 30 dollars'
+    """
+    parsed = parse_action(canonical_action(f"search[{text}]"))
+    if parsed is None or parsed[0] != "search":
+        raise ValueError(f"webshop: {text!r} is not a searchable query")
+    return parsed[1]
+
+
 def parse_action(action: str) -> tuple[str, str] | None:
     r"""``(name, argument)`` of ``name[argument]`` as the original's ``parse_action`` (or ``None``).
 
@@ -227,6 +240,11 @@ class WebShopEnv(TextAgentEnv[str]):
         """The current session's goal."""
         return self._goal
 
+    @property
+    def page(self) -> Page:
+        """The page shown now (its text and its clickables)."""
+        return self._page
+
     # ------------------------------------------------------------------ actions
     def canonicalize(self, raw: str | bytes) -> str:
         """The canonical action of a raw model output (see :func:`canonical_action`)."""
@@ -339,6 +357,17 @@ class WebShopEnv(TextAgentEnv[str]):
         actions = [SEARCH_ACTION] if self._page.has_search_bar else []
         actions += [f"click[{name}]" for name in self._page.clickables if name != SEARCH_BUTTON]
         return actions
+
+    def user_choices(self) -> list[str]:
+        """What a user can do: search the instruction on the search page, else click a clickable.
+
+        The ``random`` baseline draws uniformly from these: on the search page its only choice is
+        ``search[<instruction>]`` (the search box is the page's only input), elsewhere every
+        clickable of the page (buttons, product links, option values) is equally likely.
+        """
+        if self._page.has_search_bar:
+            return [f"search[{search_query(self._goal.instruction_text)}]"]
+        return [action for action in self.admissible_actions() if action != SEARCH_ACTION]
 
     def won(self) -> bool:
         """Bought, with a score of 1."""
