@@ -240,6 +240,8 @@ def paired_comparisons(
         for (other_context, estimator), figures in finished.items():
             if other_context != context or estimator == baseline:
                 continue
+            if estimator in BASELINES and BASELINES.index(estimator) < BASELINES.index(baseline):
+                continue  # GiGPO - GRPO is listed; GRPO - GiGPO would only mirror it
             seeds = sorted(set(base) & set(figures))
             if not seeds:
                 continue
