@@ -121,7 +121,9 @@ def train_command(
         list[str] | None, typer.Argument(help="key=value config overrides (bc.epochs=3).")
     ] = None,
     env: Annotated[str | None, typer.Option(help="Env short name or Gymnasium id.")] = None,
-    estimator: Annotated[str | None, typer.Option(help="grpo, gigpo, bipace, ...")] = None,
+    estimator: Annotated[
+        str | None, typer.Option(help="Estimator name (`agentbench-rl estimators` lists them).")
+    ] = None,
     model: Annotated[
         str | None, typer.Option(help="tiny, or a Hugging Face model id or path.")
     ] = None,
@@ -253,6 +255,43 @@ def sweep_command(
     console.print(
         escape(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
     )
+
+
+@app.command("estimators")
+def estimators_command(
+    name: Annotated[str | None, typer.Argument(help="One estimator (default: all).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="The declarations as JSON.")] = False,
+) -> None:
+    """The estimators with their parameters (type, default, accepted values, help) and the
+    batch columns they need, as each declares itself at registration."""
+    import json
+
+    from rich.table import Table
+
+    from agentbench_rl.estimators import available, resolve
+
+    try:
+        declared = [resolve(one) for one in ([name] if name else available())]
+    except ValueError as problem:
+        _fail(str(problem))
+        return
+    if as_json:
+        print(json.dumps([estimator.schema() for estimator in declared], indent=1, default=str))
+        return
+    out = Console()
+    for estimator in declared:
+        columns = [f"needs {c}" for c in sorted(estimator.needs)]
+        columns += [f"uses {c}" for c in sorted(estimator.uses)]
+        title = estimator.name + (f" ({', '.join(columns)})" if columns else "")
+        table = Table(title=title, caption=estimator.summary, title_justify="left")
+        for column in ("parameter", "type", "default", "accepts", "help"):
+            table.add_column(column, overflow="fold")
+        for param in estimator.params.values():
+            schema = param.schema()
+            table.add_row(
+                param.name, schema["type"], repr(param.default), schema["accepts"], schema["help"]
+            )
+        out.print(table)
 
 
 @bench_app.command("envs")

@@ -1,4 +1,4 @@
-"""Shared fixtures: where the benchmark data live for tests.
+"""Shared fixtures: where the benchmark data live for tests (and the toy registrations).
 
 ALFWorld and WebShop tests read ``../shared/data`` (beside the checkout), or the folder named by
 ``AGENTBENCH_SHARED_DATA``. On CI the data must be there, so a missing folder fails instead of
@@ -13,6 +13,13 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+if os.environ.get("AGENTBENCH_TEST_TOYS") == "1":
+    # tests/test_contributing.py: register a toy env and a toy estimator the documented way,
+    # then the shared suites collected below must cover them.
+    from toys import register_toys
+
+    register_toys()
 
 
 @pytest.fixture(scope="session")

@@ -13,11 +13,10 @@ torch.set_num_threads(1)
 
 from agentbench_rl.agents import load_agent  # noqa: E402
 from agentbench_rl.agents.hf import HFAgent, parse_spec  # noqa: E402
-from agentbench_rl.agents.prompting import PromptConfig  # noqa: E402
+from agentbench_rl.agents.prompting import HistoryStep, PromptConfig  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
-from agentbench_rl.train.config import TinyModelConfig  # noqa: E402
-from agentbench_rl.train.policy import Policy  # noqa: E402
-from agentbench_rl.train.tiny import build_tiny  # noqa: E402
+from agentbench_rl.models.policy import Policy  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 
 SMALL = TinyModelConfig(
     hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
@@ -79,11 +78,21 @@ class _Env:
     env_name = "sokoban"
 
 
-def test_history_uses_the_canonical_actions(saved_policy: Path) -> None:
+def test_prompt_shows_the_drivers_history(saved_policy: Path) -> None:
+    # The episode driver owns the history; the agent builds its prompt from what it is given.
     agent = HFAgent(f"hf:{saved_policy}?greedy=true")
+    assert agent.reads_history and agent.answer_format == "choose"
     agent.begin_episode(_Env(), seed=0)  # type: ignore[arg-type]
     info: dict[str, Any] = {"admissible_actions": ["up", "down"]}
     first = agent.act("#P#", info)
     assert first in ("<action>up</action>", "<action>down</action>")
-    agent.act("#_P#", {**info, "action_canonical": "down"})
-    assert agent._history[-1].action == "down" and agent._history[-1].observation == "#P#"
+    prompts: list[str] = []
+    original = agent.policy.act
+
+    def spy(prompt_texts: Any, *args: Any, **kwargs: Any) -> Any:
+        prompts.extend(prompt_texts)
+        return original(prompt_texts, *args, **kwargs)
+
+    agent.policy.act = spy  # type: ignore[method-assign]
+    agent.act("#_P#", info, [HistoryStep("#P#", "down")])
+    assert "Your last actions: down" in prompts[0]  # the stored policy shows actions only

@@ -29,9 +29,8 @@ from agentbench_rl.agents.openai_http import (  # noqa: E402
 )
 from agentbench_rl.agents.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
-from agentbench_rl.train.config import TinyModelConfig  # noqa: E402
-from agentbench_rl.train.policy import Policy  # noqa: E402
-from agentbench_rl.train.tiny import build_tiny  # noqa: E402
+from agentbench_rl.models.policy import Policy  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 
 MAX_REQUESTS = 200  # the server refuses more than this (a bounded test)
 

@@ -15,10 +15,13 @@ from agentbench_rl.estimators import (
     ParamRule,
     StepBatch,
     available,
+    check_params,
     compute,
+    declares,
     register,
 )
 from agentbench_rl.estimators import registry as registry_module
+from agentbench_rl.estimators.registry import number_in
 
 
 def small_batch(hidden: Any = None) -> StepBatch:
@@ -123,7 +126,7 @@ def test_compute_wants_a_step_batch() -> None:
 
 # --------------------------------------------------------------------------- BiPACE's hidden
 def test_bipace_without_hidden() -> None:
-    with pytest.raises(ValueError, match=r"column 'hidden', row 0: missing"):
+    with pytest.raises(ValueError, match=r"estimator 'bipace' needs column 'hidden'"):
         compute("bipace", small_batch())
 
 
@@ -174,8 +177,18 @@ class FakeEntryPoint:
         return self.target
 
 
+@declares(rules={"value": number_in(-10, 10).described("the advantage of every row")})
 def constant_estimator(batch: StepBatch, *, value: float = 1.0) -> EstimatorResult:
     return EstimatorResult(np.full(len(batch), value), {"n_rows": len(batch)})
+
+
+@declares(needs=("hidden",))
+def hidden_estimator(batch: StepBatch) -> EstimatorResult:
+    return EstimatorResult(np.zeros(len(batch)), {"n_rows": len(batch)})
+
+
+def undeclarable_estimator(batch: StepBatch, *, value: float) -> EstimatorResult:
+    raise AssertionError("never called: the parameter has no default")
 
 
 @pytest.fixture
@@ -184,6 +197,8 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> list[FakeEntryPoint]:
         FakeEntryPoint("constant", constant_estimator),
         FakeEntryPoint("broken", lambda batch: [0.0] * len(batch)),
         FakeEntryPoint("not_callable", 42),
+        FakeEntryPoint("needs_hidden", hidden_estimator),
+        FakeEntryPoint("undeclarable", undeclarable_estimator),
     ]
 
     def entry_points(*, group: str) -> list[FakeEntryPoint]:
@@ -196,7 +211,14 @@ def plugins(monkeypatch: pytest.MonkeyPatch) -> list[FakeEntryPoint]:
 
 
 def test_entry_point_estimators_load_lazily(plugins: list[FakeEntryPoint]) -> None:
-    assert available() == [*NAMES, "broken", "constant", "not_callable"]
+    assert available() == [
+        *NAMES,
+        "broken",
+        "constant",
+        "needs_hidden",
+        "not_callable",
+        "undeclarable",
+    ]
     assert all(point.loads == 0 for point in plugins)  # listing loads nothing
     result = compute("constant", small_batch(), value=2.5)
     assert result.advantages.tolist() == [2.5, 2.5]
@@ -220,8 +242,33 @@ def test_entry_point_that_is_not_callable(plugins: list[FakeEntryPoint]) -> None
         compute("not_callable", small_batch())
 
 
+def test_entry_point_estimators_are_declared_like_built_ins(
+    plugins: list[FakeEntryPoint],
+) -> None:
+    # the same schema and the same checks as a built-in, before the estimator runs
+    declared = registry_module.resolve("constant")
+    assert declared.schema()["params"] == [
+        {
+            "name": "value",
+            "type": "number",
+            "default": 1.0,
+            "accepts": "a finite number in [-10, 10]",
+            "help": "the advantage of every row",
+        }
+    ]
+    with pytest.raises(ValueError, match=r"unknown parameter.*valeu"):
+        compute("constant", small_batch(), valeu=2.0)
+    with pytest.raises(ValueError, match="value=99 is out of range"):
+        check_params("constant", {"value": 99})
+    with pytest.raises(ValueError, match="'needs_hidden' needs column 'hidden'"):
+        compute("needs_hidden", small_batch())
+    assert compute("needs_hidden", small_batch(hidden=[[1.0], [2.0]])).advantages.tolist() == [0, 0]
+    with pytest.raises(ValueError, match=r"entry point 'undeclarable'.*needs a default"):
+        compute("undeclarable", small_batch())
+
+
 def test_unknown_name_lists_plugins_too(plugins: list[FakeEntryPoint]) -> None:
-    with pytest.raises(ValueError, match=r"accepted: .*rloo, broken, constant, not_callable"):
+    with pytest.raises(ValueError, match=r"accepted: .*rloo, broken, constant, needs_hidden"):
         compute("nope", small_batch())
 
 
@@ -254,3 +301,21 @@ def test_register_refuses_parameters_without_default_or_rule() -> None:
     with pytest.raises(TypeError, match="no rule for parameter 'temperature'"):
         register("no_rule")(no_rule)
     assert "no_default" not in available() and "no_rule" not in available()
+
+
+def test_register_refuses_needs_that_are_not_columns() -> None:
+    def zero(batch: StepBatch) -> EstimatorResult:
+        raise AssertionError
+
+    with pytest.raises(TypeError, match="need hiddne is not a column"):
+        register("bad_needs", needs=("hiddne",))(zero)
+    assert "bad_needs" not in available()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_built_in_declares_a_help_line_per_parameter(name: str) -> None:
+    schema = registry_module.REGISTRY[name].schema()
+    assert schema["summary"]
+    for param in schema["params"]:
+        assert param["help"] and param["type"] in ("number", "integer", "choice"), param
+        assert registry_module.REGISTRY[name].params[param["name"]].rule.check(param["default"])

@@ -362,3 +362,19 @@ def test_parquet_episodes_hold_the_same_rows_as_csv(tmp_path: Path) -> None:
     summary_csv = json.loads((tmp_path / "csv" / "summary.json").read_text())
     summary_pq = json.loads((tmp_path / "pq" / "summary.json").read_text())
     assert summary_csv["success"] == summary_pq["success"]
+
+
+def test_cli_estimators_lists_every_declaration() -> None:
+    from agentbench_rl.estimators import REGISTRY
+
+    out = subprocess.run(
+        [sys.executable, "-m", "agentbench_rl.cli", "estimators", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    listed = {entry["name"]: entry for entry in json.loads(out.stdout)}
+    assert set(listed) == set(REGISTRY)
+    for name, declared in REGISTRY.items():
+        assert [p["name"] for p in listed[name]["params"]] == list(declared.params)
+        assert listed[name]["needs"] == sorted(declared.needs)

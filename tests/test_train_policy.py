@@ -15,13 +15,13 @@ torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machin
 
 from agentbench_rl.agents.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.envs import make  # noqa: E402
+from agentbench_rl.models.policy import Policy, pack, response_logprobs  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, build_tiny, build_tokenizer  # noqa: E402
 from agentbench_rl.rollout.batched import rollout_groups  # noqa: E402
 from agentbench_rl.rollout.group import GroupEnv, rollout_group  # noqa: E402
 from agentbench_rl.rollout.workers import LocalEnvPool  # noqa: E402
 from agentbench_rl.train.bc import ExpertRow, behaviour_cloning, expert_rows, target_ids  # noqa: E402
-from agentbench_rl.train.config import BCConfig, TinyModelConfig  # noqa: E402
-from agentbench_rl.train.policy import Policy, pack, response_logprobs  # noqa: E402
-from agentbench_rl.train.tiny import build_tiny, build_tokenizer  # noqa: E402
+from agentbench_rl.train.config import BCConfig  # noqa: E402
 
 MOVES = ["up", "down", "left", "right"]
 SMALL = TinyModelConfig(
@@ -204,7 +204,7 @@ class ExpertPolicy:
     def act(
         self, prompts: Any, admissible: Any, generator: Any, capture_hidden: bool = False, **_: Any
     ) -> Any:
-        from agentbench_rl.train.policy import ActOutput
+        from agentbench_rl.models.policy import ActOutput
 
         actions = [f"<action>{self.envs[i].expert_action()}</action>" for i in self.live]
         n = len(prompts)

@@ -12,7 +12,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
-from agentbench_rl.estimators import NAMES  # noqa: E402
+from agentbench_rl.estimators import NAMES, REGISTRY  # noqa: E402
+from agentbench_rl.models.policy import pack  # noqa: E402
 from agentbench_rl.rollout.batched import RolloutBatch, success_rewards  # noqa: E402
 from agentbench_rl.train.config import (  # noqa: E402
     TrainConfig,
@@ -20,8 +21,7 @@ from agentbench_rl.train.config import (  # noqa: E402
     config_from_dict,
     load_config,
 )
-from agentbench_rl.train.policy import pack  # noqa: E402
-from agentbench_rl.train.ppo import comparable, estimator_params, ppo_loss, train  # noqa: E402
+from agentbench_rl.train.ppo import comparable, ppo_loss, train  # noqa: E402
 
 
 def _toy(advantage: float) -> dict[str, torch.Tensor]:
@@ -123,9 +123,34 @@ def test_defaults_are_the_papers_numbers() -> None:
 
 def test_estimator_params_pass_gamma_and_penalty_where_accepted() -> None:
     config = config_from_dict({"estimator": "rloo", "gamma": 0.9})
-    assert estimator_params(config) == {"invalid_penalty": 0.1}  # RLOO has no gamma
+    assert config.estimator_kwargs() == {"invalid_penalty": 0.1}  # RLOO has no gamma
     config = config_from_dict({"estimator": "gigpo", "estimator_params": {"omega": 0.5}})
-    assert estimator_params(config) == {"gamma": 0.95, "invalid_penalty": 0.1, "omega": 0.5}
+    assert config.estimator_kwargs() == {"gamma": 0.95, "invalid_penalty": 0.1, "omega": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"omgea": 0.5}, "unknown parameter.*omgea"),
+        ({"omega": -1.0}, "omega=-1.0 is out of range"),
+        ({"norm": "max"}, "norm='max' is out of range"),
+    ],
+)
+def test_config_validation_checks_estimator_params_before_any_work(
+    params: dict[str, object], message: str
+) -> None:
+    # #18 point 3: a misspelt or out-of-range parameter fails at validation, not after the
+    # model is built.
+    config = config_from_dict({"estimator": "gigpo", "estimator_params": params})
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+
+
+def test_needs_hidden_reads_the_declaration() -> None:
+    needing = {name for name in NAMES if "hidden" in REGISTRY[name].needs}
+    assert needing  # at least one built-in declares it (else this test checks nothing)
+    for name in NAMES:
+        assert config_from_dict({"estimator": name}).needs_hidden() == (name in needing)
 
 
 def test_overrides_and_yaml(tmp_path: Path) -> None:
@@ -310,7 +335,7 @@ def test_resume_accepts_another_bc_cache_folder(tmp_path: Path) -> None:
 
 def test_train_categories_restrict_the_task_draws() -> None:
     from agentbench_rl.envs.textcraft.tasks import load_manifest
-    from agentbench_rl.train.tiny import train_task_ids
+    from agentbench_rl.rollout.scripted import train_task_ids
 
     depth = {row["task_id"]: row["depth"] for row in load_manifest()["splits"]["train"]}
     drawn = train_task_ids("textcraft", "train", 200, 5, ["depth-1", "depth-2"])

@@ -70,6 +70,17 @@ def test_bad_sweep_files(tmp_path: Path) -> None:
         load_sweep(write_sweep(tmp_path, {"estimator": ["nope"]}))
 
 
+def test_sweep_checks_every_cells_estimator_params_before_running(tmp_path: Path) -> None:
+    # #18 point 3: omega is GiGPO's, GRPO has none; the grpo cell fails at load, naming it.
+    grid: dict[str, list[object]] = {
+        "estimator": ["gigpo", "grpo"],
+        "estimator_params": [{"omega": 0.5}],
+    }
+    with pytest.raises(ValueError, match=r"cell toy-grpo-.* seed 0: .*'grpo'.*omega"):
+        load_sweep(write_sweep(tmp_path, grid))
+    assert not (tmp_path / "results").exists()  # nothing was started
+
+
 def test_finished_runs_are_skipped_and_the_summary_has_intervals(tmp_path: Path) -> None:
     sweep = load_sweep(write_sweep(tmp_path, {"estimator": ["gigpo"], "seed": [0, 1, 2]}))
     curves = {0: {0: 0.2, 2: 0.5}, 1: {0: 0.1, 2: 0.4}, 2: {0: 0.3, 2: 0.9}}

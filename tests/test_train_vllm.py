@@ -13,9 +13,9 @@ pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
 from agentbench_rl.agents.prompting import PromptConfig  # noqa: E402
-from agentbench_rl.train.config import TinyModelConfig, config_from_dict  # noqa: E402
-from agentbench_rl.train.policy import Policy  # noqa: E402
-from agentbench_rl.train.tiny import build_tiny  # noqa: E402
+from agentbench_rl.models.policy import Policy  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.train.config import config_from_dict  # noqa: E402
 from agentbench_rl.train.vllm_engine import (  # noqa: E402
     VLLMActor,
     prompt_batch,

@@ -36,9 +36,9 @@ from agentbench_rl.estimators import REGISTRY, compute  # noqa: E402
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, training_reward  # noqa: E402
 from agentbench_rl.integrations.verl.config import VerlSettings, read_settings  # noqa: E402
 from agentbench_rl.integrations.verl.launcher import prepare_run  # noqa: E402
-from agentbench_rl.train.config import TinyModelConfig, TrainConfig  # noqa: E402
-from agentbench_rl.train.policy import Policy  # noqa: E402
-from agentbench_rl.train.tiny import build_tiny  # noqa: E402
+from agentbench_rl.models.policy import Policy  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.train.config import TrainConfig  # noqa: E402
 
 SUPPORTED = [name for name in REGISTRY if name != "bipace"]
 CHAT_TEMPLATE = "{% for message in messages %}{{ message['content'] }}\n{% endfor %}"

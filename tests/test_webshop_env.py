@@ -11,7 +11,6 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -52,10 +51,6 @@ def play(env: WebShopEnv, *actions: str) -> tuple[str, float, bool, bool, dict[s
     for action in actions:
         result = env.step(action)
     return result
-
-
-def test_check_env_passes(env: WebShopEnv) -> None:
-    check_env(env, skip_render_check=True)
 
 
 def test_registered_with_gymnasium(kwargs: dict[str, Any]) -> None:

@@ -13,6 +13,12 @@ class Agent(Protocol):
 
     ``begin_episode`` is called after every ``env.reset``, with the episode's seed, so an agent
     can reseed its randomness and, if it plays the env's expert, look at the env.
+
+    Two optional attributes tell the episode driver (:mod:`agentbench_rl.rollout.episode`) more:
+    ``reads_history = True`` makes it call ``act(observation, info, history)`` with the episode's
+    past steps (the driver keeps the history, so every prompt-building agent sees the same one);
+    ``answer_format = "generate"`` makes a step valid only when the answer keeps the
+    ``<think>..</think><action>..</action>`` format (the rule training uses).
     """
 
     name: str

@@ -17,11 +17,11 @@ import os
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt, observation_text
+from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
 from agentbench_rl.envs.base import TextAgentEnv
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
@@ -138,30 +138,28 @@ class OpenAIAgent:
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
         self._env_name = ""
-        self._history: list[HistoryStep] = []
-        self._previous: str | None = None
         self._seed = 0
 
+    #: The episode driver passes the history and holds answers to the papers' format.
+    reads_history = True
+    answer_format = "generate"
+
     def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """Start a new history; the episode seed goes to the server with every request."""
+        """Remember the env; the episode seed goes to the server with every request."""
         self._env_name = env.env_name
-        self._history = []
-        self._previous = None
         self._seed = seed
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
-        """The model's answer to this step's prompt."""
-        if self._previous is not None:
-            self._history.append(HistoryStep(self._previous, info["action_canonical"]))
+    def act(
+        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
+    ) -> str:
+        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
         prompt = build_prompt(
-            self._env_name, observation, self._history, info["admissible_actions"], self.prompt
+            self._env_name, observation, history, info["admissible_actions"], self.prompt
         )
-        answer = self.client.chat(
+        return self.client.chat(
             self.model,
             prompt,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
-            seed=(self._seed + len(self._history)) % 2**31,
+            seed=(self._seed + len(history)) % 2**31,
         )
-        self._previous = observation_text(observation)
-        return answer

@@ -21,24 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agentbench_rl.envs.base import TextAgentEnv
+
 ActionMode = Literal["generate", "choose"]
 ACTION_MODES: tuple[str, ...] = ("generate", "choose")
-
-#: What each env asks of the agent, one line (the env's own text carries the rest).
-ENV_INSTRUCTIONS: dict[str, str] = {
-    "sokoban": (
-        "You play Sokoban: push every box X onto a target O. "
-        "# wall, _ floor, P you, S you on a target, √ box on a target."
-    ),
-    "visual_sokoban": (
-        "You play Sokoban: push every box X onto a target O. "
-        "# wall, _ floor, P you, S you on a target, √ box on a target."
-    ),
-    "alfworld": "You are a household agent. Complete the task described in the observation.",
-    "webshop": "You shop on a web store. Buy the product that matches the instruction.",
-    "textcraft": "You craft Minecraft items. Use the recipes to craft the goal item.",
-}
-DEFAULT_INSTRUCTION = "Complete the task described in the observation."
 
 FORMAT_GENERATE = (
     "Think step by step inside <think> </think>, then give exactly one admissible action "
@@ -62,7 +48,8 @@ class PromptConfig:
             whose observation is feedback, such as ALFWorld, need it; Sokoban's grid is the
             whole state and does not).
         mode: ``generate`` or ``choose`` (see the module docstring).
-        instruction: the task line; ``None`` takes the env's line from :data:`ENV_INSTRUCTIONS`.
+        instruction: the task line; ``None`` takes the env's own line (its class's
+            ``prompt_instruction``, see :func:`env_instruction`).
     """
 
     history: int = 2
@@ -98,6 +85,22 @@ def observation_text(observation: Any) -> str:
     return str(observation)
 
 
+def env_instruction(env_name: str) -> str:
+    """The line an env's prompts open with: the env class's ``prompt_instruction`` (the base
+    class's generic line for a name that is not a registered env).
+
+    Example:
+        >>> env_instruction("textcraft")
+        'You craft Minecraft items. Use the recipes to craft the goal item.'
+    """
+    from agentbench_rl.envs import env_class  # envs import nothing of agents: no cycle
+
+    try:
+        return env_class(env_name).prompt_instruction
+    except ValueError:
+        return TextAgentEnv.prompt_instruction
+
+
 def build_prompt(
     env_name: str,
     observation: Any,
@@ -120,7 +123,7 @@ def build_prompt(
     """
     instruction = config.instruction
     if instruction is None:
-        instruction = ENV_INSTRUCTIONS.get(env_name, DEFAULT_INSTRUCTION)
+        instruction = env_instruction(env_name)
     lines = [instruction] if instruction else []
     shown = list(history)[-config.history :] if config.history else []
     if shown and config.history_observations:

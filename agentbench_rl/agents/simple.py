@@ -89,6 +89,7 @@ class CallableAgent:
         if self.on_episode is not None:
             self.on_episode(env, seed)
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
-        """The user's action text (``str()`` of whatever the callable returned)."""
-        return str(self.policy(observation, info))
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        """Whatever the user's callable returned: the episode driver counts anything that is
+        not a string as an invalid action (it is never silently turned into text)."""
+        return self.policy(observation, info)

@@ -15,6 +15,7 @@ agree to 1e-8 before the ratio is printed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections import defaultdict
@@ -29,7 +30,7 @@ from rich.table import Table
 
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import stable_hash
-from agentbench_rl.estimators import NAMES, compute
+from agentbench_rl.estimators import NAMES, REGISTRY, compute
 
 GROUP_SIZE = 8
 MAX_STEPS = 50
@@ -184,6 +185,16 @@ def gigpo_per_row(
     return episode_adv + omega * step_adv
 
 
+def hidden_estimators() -> list[str]:
+    """The built-in estimators that declare they need hidden states.
+
+    Example:
+        >>> hidden_estimators()
+        ['bipace']
+    """
+    return [name for name in NAMES if "hidden" in REGISTRY[name].needs]
+
+
 def time_estimator(
     name: str, rollout: SyntheticRollout, hidden: np.ndarray | None, repeats: int
 ) -> tuple[float, dict[str, Any]]:
@@ -225,7 +236,7 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         speed.add_column(f"{n:,} rows", justify="right")
     clusters_per_group: list[float] = []
     for name in NAMES:
-        if name == "bipace":
+        if REGISTRY[name].needs:  # timed below, on hidden states of several widths
             continue
         row = [name]
         for n in sizes:
@@ -233,14 +244,15 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             figures["estimators"].setdefault(name, {})[n] = seconds
             row.append(_cell(n, seconds))
         speed.add_row(*row)
-    for size in HIDDEN_SIZES:
-        name = f"bipace (d={size})"
+    for estimator, size in itertools.product(hidden_estimators(), HIDDEN_SIZES):
+        name = f"{estimator} (d={size})"
         row = [name]
         for n in sizes:
             hidden = synthetic_hidden(rollouts[n].latent, size, seed=size)
-            seconds, diagnostics = time_estimator("bipace", rollouts[n], hidden, 2)
+            seconds, diagnostics = time_estimator(estimator, rollouts[n], hidden, 2)
             figures["estimators"].setdefault(name, {})[n] = seconds
-            clusters_per_group.append(diagnostics["n_clusters"] / diagnostics["n_groups"])
+            if "n_clusters" in diagnostics:
+                clusters_per_group.append(diagnostics["n_clusters"] / diagnostics["n_groups"])
             row.append(_cell(n, seconds))
             del hidden
         speed.add_row(*row)

@@ -46,14 +46,13 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
     from agentbench_rl.core.hashing import seed_from
     from agentbench_rl.estimators import compute
     from agentbench_rl.rollout.batched import rollout_groups, success_rewards
+    from agentbench_rl.rollout.scripted import train_task_ids
     from agentbench_rl.train.ppo import (
-        estimator_params,
         initial_policy,
         make_pool,
         ppo_update,
         reference_logprobs,
     )
-    from agentbench_rl.train.tiny import train_task_ids
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
@@ -88,8 +87,8 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
         pool.close()
     rewards = success_rewards(batch, config.success_reward)
     step_batch = batch.step_batch(rewards, with_hidden=True)
-    gigpo_params = estimator_params(replace(config, estimator="gigpo"))
-    bipace_params = estimator_params(replace(config, estimator="bipace"))
+    gigpo_params = replace(config, estimator="gigpo").estimator_kwargs()
+    bipace_params = replace(config, estimator="bipace").estimator_kwargs()
     gigpo_s: list[float] = []
     bipace_s: list[float] = []
     for _ in range(10 * repeats):

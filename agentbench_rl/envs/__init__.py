@@ -44,6 +44,28 @@ ENVS: dict[str, EnvEntry] = {
 }
 
 
+def register_env(name: str, gym_id: str, entry_point: str) -> EnvEntry:
+    """Add an environment: its short name, Gymnasium id and ``module:Class`` entry point.
+
+    The built-ins are listed in :data:`ENVS`; anything registered here is the same to the CLI,
+    the harness, the trainer and the shared test suites (``tests/test_env_contract.py``).
+
+    Example:
+        >>> entry = register_env("sokoban_copy", "agentbench/SokobanCopy-v0",
+        ...                      "agentbench_rl.envs.sokoban.env:SokobanEnv")
+        >>> make("sokoban_copy", split="val").split
+        'val'
+        >>> del ENVS["sokoban_copy"]; del gym.registry["agentbench/SokobanCopy-v0"]
+    """
+    for entry in ENVS.values():
+        if name == entry.name or gym_id == entry.gym_id:
+            raise ValueError(f"env '{name}' ({gym_id}) is already registered")
+    entry = EnvEntry(name, gym_id, entry_point)
+    ENVS[name] = entry
+    register_all()
+    return entry
+
+
 def register_all() -> None:
     """Register every env with Gymnasium (idempotent)."""
     for entry in ENVS.values():

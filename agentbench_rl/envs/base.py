@@ -79,9 +79,9 @@ class Transition:
 class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     """Base class of all agentbench environments.
 
-    Subclasses set :attr:`env_name` and :attr:`action_aliases`, and implement the abstract
-    methods below. ``reset(seed=..., options={"task_id": ...})`` loads a task by id; without a
-    task id, a task of the split is drawn from the seed.
+    Subclasses set :attr:`env_name`, :attr:`prompt_instruction` and :attr:`action_aliases`, and
+    implement the abstract methods below. ``reset(seed=..., options={"task_id": ...})`` loads a
+    task by id; without a task id, a task of the split is drawn from the seed.
 
     Example:
         >>> import agentbench_rl
@@ -93,6 +93,9 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
     env_name: ClassVar[str] = ""
+    #: The one line a prompt opens with (what the env asks of the agent; the observation
+    #: carries the rest). :func:`agentbench_rl.agents.prompting.build_prompt` reads it.
+    prompt_instruction: ClassVar[str] = "Complete the task described in the observation."
     action_aliases: ClassVar[Mapping[str, str]] = {}
     default_max_steps: ClassVar[int] = 50
 
@@ -111,6 +114,7 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         self.max_steps = max_steps or self.default_max_steps
         self.render_mode = render_mode
         self.action_space = text_space(MAX_ACTION_LENGTH)
+        self.observation_space: spaces.Space[Any] = text_space()  # an image env replaces it
         self.task_id: str | None = None
         self.steps = 0
         self._ended = True
@@ -247,6 +251,18 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     def expert_action(self) -> str:
         """The action the env's expert (planner, solver or walkthrough) takes now."""
 
+    def ended_without_win(self) -> bool:
+        """Whether the episode is over although the task is not won (a WebShop purchase that
+        scores below 1); the base step then terminates it. Most envs end only on a win or the
+        step limit and keep this default.
+
+        Example:
+            >>> import agentbench_rl
+            >>> agentbench_rl.make("sokoban", split="test").ended_without_win()
+            False
+        """
+        return False
+
     def user_choices(self) -> list[str]:
         """The concrete actions a user could take now: what the ``random`` agent draws from.
 
@@ -314,7 +330,7 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         canonical = self.canonicalize(action)
         transition = self._apply(canonical)
         self.steps += 1
-        terminated = self.won()
+        terminated = self.won() or self.ended_without_win()
         truncated = not terminated and self.steps >= self.max_steps
         self._ended = terminated or truncated
         info = self._info()

@@ -23,13 +23,18 @@ from agentbench_rl.estimators import grpo, gigpo, bipace, ecpo, progpo, gated_be
 # isort: on
 from agentbench_rl.estimators.registry import (
     ENTRY_POINT_GROUP,
+    NEED_COLUMNS,
     PARAM_RULES,
     REGISTRY,
     EstimatorResult,
     ParamRule,
+    RegisteredEstimator,
     available,
+    check_params,
     compute,
+    declares,
     register,
+    resolve,
 )
 
 NAMES: tuple[str, ...] = tuple(REGISTRY)  # the built-in estimators
@@ -37,12 +42,17 @@ NAMES: tuple[str, ...] = tuple(REGISTRY)  # the built-in estimators
 __all__ = [
     "ENTRY_POINT_GROUP",
     "NAMES",
+    "NEED_COLUMNS",
     "PARAM_RULES",
     "REGISTRY",
     "EstimatorResult",
     "ParamRule",
+    "RegisteredEstimator",
     "StepBatch",
     "available",
+    "check_params",
     "compute",
+    "declares",
     "register",
+    "resolve",
 ]

@@ -119,7 +119,7 @@ def cluster_rows(batch: StepBatch, hidden: np.ndarray, epsilon: float) -> tuple[
     return cluster, n_clusters
 
 
-@register("bipace")
+@register("bipace", needs=("hidden",))
 def bipace(
     batch: StepBatch,
     *,

@@ -122,7 +122,7 @@ def fused_potential(step_return: np.ndarray, levels: list[tuple[np.ndarray, int]
     )
 
 
-@register("progpo")
+@register("progpo", uses=("semantic_key",))
 def progpo(
     batch: StepBatch,
     *,

@@ -1,11 +1,18 @@
-"""The estimator registry: names, parameters with their accepted ranges, and ``compute``.
+"""The estimator registry: names, parameter schemas, needs, and ``compute``.
 
-Built-in estimators register with the :func:`register` decorator, which reads each estimator's
-keyword-only parameters and defaults from its signature and checks every value a caller passes
-against the rule for that parameter name (``gamma`` means the same thing in every estimator, so
-it has one rule). Third-party estimators come from the entry-point group
-``agentbench_rl.estimators``: each entry point is a callable ``(batch, **params) ->
-EstimatorResult``, loaded the first time its name is asked for.
+An estimator declares itself once, at registration: the :func:`register` decorator reads its
+keyword-only parameters and defaults from its signature, attaches the rule for each parameter
+name (``gamma`` means the same thing in every estimator, so it has one rule, with its type, range
+and one-line help) and records the batch columns it needs (``needs``: ``hidden`` for BiPACE) or
+uses when present (``uses``: ``semantic_key`` for ProGPO). Everything else reads that
+declaration: :func:`compute`, the trainer's config validation and sweep loading (through
+:func:`check_params`, before any work), ``agentbench-rl estimators`` and the benchmarks.
+
+Third-party estimators come from the entry-point group ``agentbench_rl.estimators``: each entry
+point is a callable ``(batch, *, param=default, ...) -> EstimatorResult``, loaded the first time
+its name is asked for and declared exactly like a built-in; rules for parameter names of its own
+and its needs come from the callable's ``estimator_rules`` and ``estimator_needs`` /
+``estimator_uses`` attributes (set them with :func:`declares`).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import importlib.metadata
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,10 +55,22 @@ Estimator = Callable[..., EstimatorResult]
 @dataclass(frozen=True)
 class ParamRule:
     """What a parameter accepts: ``check(value)`` is true for an accepted value, ``accepts``
-    says it in words for the error message."""
+    says it in words for the error message, ``kind`` names its type (``number``, ``integer``,
+    ``choice``, or your own word) and ``help`` says in one line what it does."""
 
     check: Callable[[Any], bool]
     accepts: str
+    kind: str = "value"
+    help: str = ""
+
+    def described(self, help: str) -> ParamRule:
+        """The same rule with a help line.
+
+        Example:
+            >>> integer_at_least(1).described("how many").help
+            'how many'
+        """
+        return ParamRule(self.check, self.accepts, self.kind, help)
 
 
 def _is_number(value: Any) -> bool:
@@ -85,7 +104,7 @@ def number_in(
     left = "(" if low_open else "["
     right = ")" if high_open or high == math.inf else "]"
     high_text = "inf" if high == math.inf else f"{high:g}"
-    return ParamRule(check, f"a finite number in {left}{low:g}, {high_text}{right}")
+    return ParamRule(check, f"a finite number in {left}{low:g}, {high_text}{right}", "number")
 
 
 def integer_at_least(low: int) -> ParamRule:
@@ -95,7 +114,9 @@ def integer_at_least(low: int) -> ParamRule:
         >>> integer_at_least(1).check(0)
         False
     """
-    return ParamRule(lambda value: _is_integer(value) and value >= low, f"an integer >= {low}")
+    return ParamRule(
+        lambda value: _is_integer(value) and value >= low, f"an integer >= {low}", "integer"
+    )
 
 
 def one_of(*choices: str) -> ParamRule:
@@ -108,36 +129,81 @@ def one_of(*choices: str) -> ParamRule:
     return ParamRule(
         lambda value: isinstance(value, str) and value in choices,
         "one of " + ", ".join(repr(choice) for choice in choices),
+        "choice",
     )
 
 
 # One rule per parameter name, shared by every estimator that takes the parameter.
 PARAM_RULES: dict[str, ParamRule] = {
-    "gamma": number_in(0, 1),
-    "lam": number_in(0, 1),
-    "omega": number_in(0, math.inf),
-    "invalid_penalty": number_in(0, math.inf),
-    "epsilon": number_in(0, 1, high_open=True),
-    "kappa": number_in(0, math.inf),
-    "tau": number_in(0, math.inf, low_open=True),
-    "depth": integer_at_least(0),
-    "min_peers": integer_at_least(1),
-    "norm": one_of("mean_std", "mean"),
-    "episode_stats": one_of("rows", "trajectories"),
-    "anchor": one_of("obs", "state"),
-    "pace": one_of("q", "diff", "state"),
-    "mixing": one_of("additive", "replace"),
+    "gamma": number_in(0, 1).described("discount of the step returns"),
+    "lam": number_in(0, 1).described("GAE lambda of the bootstrapped step term"),
+    "omega": number_in(0, math.inf).described("weight of the step-level term"),
+    "invalid_penalty": number_in(0, math.inf).described(
+        "subtracted from the advantage of an invalid action"
+    ),
+    "epsilon": number_in(0, 1, high_open=True).described(
+        "cosine distance under which hidden states share a cluster"
+    ),
+    "kappa": number_in(0, math.inf).described("strength of the entropy modulation"),
+    "tau": number_in(0, math.inf, low_open=True).described("temperature of the entropy weights"),
+    "depth": integer_at_least(0).described("levels of the anchor hierarchy"),
+    "min_peers": integer_at_least(1).described(
+        "rows with the same action a cluster needs before its own baseline is used"
+    ),
+    "norm": one_of("mean_std", "mean").described("normalise by mean and std, or mean only"),
+    "episode_stats": one_of("rows", "trajectories").described(
+        "episode statistics over step rows or over trajectories"
+    ),
+    "anchor": one_of("obs", "state").described("step groups keyed by observation or by state"),
+    "pace": one_of("q", "diff", "state").described("action-side baseline inside a cluster"),
+    "mixing": one_of("additive", "replace").described(
+        "add the step term to the episode term, or replace it"
+    ),
 }
+
+#: Batch columns an estimator can declare in ``needs`` (required) or ``uses`` (read if present).
+NEED_COLUMNS: tuple[str, ...] = ("hidden", "semantic_key")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One declared parameter: name, default and rule.
+
+    Example:
+        >>> Param("gamma", 0.95, PARAM_RULES["gamma"]).schema()["accepts"]
+        'a finite number in [0, 1]'
+    """
+
+    name: str
+    default: Any
+    rule: ParamRule
+
+    def schema(self) -> dict[str, Any]:
+        """The parameter as plain data (what ``agentbench-rl estimators --json`` prints)."""
+        return {
+            "name": self.name,
+            "type": self.rule.kind,
+            "default": self.default,
+            "accepts": self.rule.accepts,
+            "help": self.rule.help,
+        }
 
 
 @dataclass(frozen=True)
 class RegisteredEstimator:
-    """A built-in (or in-process registered) estimator: its function and parameter table."""
+    """A declared estimator: its function, parameter schema and the columns it needs or uses."""
 
     name: str
     function: Estimator
-    defaults: Mapping[str, Any]
-    rules: Mapping[str, ParamRule]
+    params: Mapping[str, Param]
+    needs: frozenset[str] = frozenset()
+    uses: frozenset[str] = frozenset()
+    summary: str = ""
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Parameter name -> default."""
+        return {key: param.default for key, param in self.params.items()}
 
     def accepted(self) -> str:
         """The accepted parameters with their defaults, for error messages."""
@@ -145,61 +211,148 @@ class RegisteredEstimator:
 
     def check_params(self, params: Mapping[str, Any]) -> None:
         """Raise ``ValueError`` for an unknown parameter name or a value out of range."""
-        unknown = sorted(set(params) - set(self.defaults))
+        unknown = sorted(set(params) - set(self.params))
         if unknown:
             raise ValueError(
                 f"estimator '{self.name}': unknown parameter(s) {', '.join(unknown)}; "
                 f"accepted: {self.accepted()}"
             )
         for key, value in params.items():
-            rule = self.rules[key]
+            rule = self.params[key].rule
             if not rule.check(value):
                 raise ValueError(
                     f"estimator '{self.name}': {key}={value!r} is out of range; "
                     f"{key} accepts {rule.accepts}"
                 )
 
+    def check_batch(self, batch: StepBatch) -> None:
+        """Raise ``ValueError`` when the batch lacks a column the estimator needs."""
+        for column in sorted(self.needs):
+            if getattr(batch, column) is None:
+                raise ValueError(
+                    f"estimator '{self.name}' needs column '{column}', which the batch lacks"
+                )
+
+    def schema(self) -> dict[str, Any]:
+        """The declaration as plain data.
+
+        Example:
+            >>> sorted(REGISTRY["rloo"].schema())
+            ['name', 'needs', 'params', 'summary', 'uses']
+        """
+        return {
+            "name": self.name,
+            "summary": self.summary,
+            "needs": sorted(self.needs),
+            "uses": sorted(self.uses),
+            "params": [param.schema() for param in self.params.values()],
+        }
+
 
 REGISTRY: dict[str, RegisteredEstimator] = {}
-# Entry-point estimators loaded so far (name -> callable); filled lazily by ``resolve``.
-_PLUGINS: dict[str, Estimator] = {}
+# Entry-point estimators declared so far (name -> declaration); filled lazily by ``resolve``.
+_PLUGINS: dict[str, RegisteredEstimator] = {}
+
+
+def _check_columns(name: str, kind: str, columns: Collection[str]) -> frozenset[str]:
+    unknown = sorted(set(columns) - set(NEED_COLUMNS))
+    if unknown:
+        raise TypeError(
+            f"estimator '{name}': {kind} {', '.join(unknown)} is not a column "
+            f"(choose from {', '.join(NEED_COLUMNS)})"
+        )
+    return frozenset(columns)
+
+
+def declare(
+    name: str,
+    function: Estimator,
+    rules: Mapping[str, ParamRule] | None = None,
+    needs: Collection[str] = (),
+    uses: Collection[str] = (),
+) -> RegisteredEstimator:
+    """The declaration of ``function(batch, *, param=default, ...)`` under ``name``.
+
+    Every keyword-only parameter needs a default and a rule, either from :data:`PARAM_RULES` or
+    from ``rules`` (for a parameter name of your own). Raises ``TypeError`` otherwise.
+
+    Example:
+        >>> def zero(batch: StepBatch, *, gamma: float = 0.9) -> EstimatorResult:
+        ...     "All zeros."
+        ...     return EstimatorResult(np.zeros(len(batch)), {})
+        >>> declare("zero", zero).schema()["params"][0]["default"]
+        0.9
+    """
+    own_rules = dict(rules or {})
+    params: dict[str, Param] = {}
+    parameters = list(inspect.signature(function).parameters.values())
+    for parameter in parameters[1:]:
+        if parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
+            raise TypeError(f"estimator '{name}': '{parameter.name}' must be keyword-only")
+        if parameter.default is inspect.Parameter.empty:
+            raise TypeError(f"estimator '{name}': '{parameter.name}' needs a default")
+        rule = own_rules.get(parameter.name, PARAM_RULES.get(parameter.name))
+        if rule is None:
+            raise TypeError(f"estimator '{name}': no rule for parameter '{parameter.name}'")
+        params[parameter.name] = Param(parameter.name, parameter.default, rule)
+    doc = inspect.getdoc(function) or ""
+    return RegisteredEstimator(
+        name,
+        function,
+        params,
+        needs=_check_columns(name, "need", needs),
+        uses=_check_columns(name, "use", uses),
+        summary=doc.splitlines()[0] if doc else "",
+    )
 
 
 def register(
-    name: str, rules: Mapping[str, ParamRule] | None = None
+    name: str,
+    rules: Mapping[str, ParamRule] | None = None,
+    needs: Collection[str] = (),
+    uses: Collection[str] = (),
 ) -> Callable[[Estimator], Estimator]:
-    """Decorator that registers ``function(batch, *, param=default, ...)`` under ``name``.
-
-    Every keyword-only parameter needs a default and a rule, either from :data:`PARAM_RULES` or
-    from ``rules`` (for a parameter name of your own).
+    """Decorator that declares ``function(batch, *, param=default, ...)`` (see :func:`declare`)
+    and registers it under ``name``.
 
     Example:
         >>> @register("zero_doc_example")
         ... def zero(batch: StepBatch, *, invalid_penalty: float = 0.0) -> EstimatorResult:
         ...     return EstimatorResult(np.zeros(len(batch)), {})
-        >>> "zero_doc_example" in REGISTRY
-        True
+        >>> REGISTRY["zero_doc_example"].defaults
+        {'invalid_penalty': 0.0}
         >>> del REGISTRY["zero_doc_example"]
     """
-    own_rules = dict(rules or {})
 
     def decorate(function: Estimator) -> Estimator:
         if name in REGISTRY:
             raise ValueError(f"estimator '{name}' is already registered")
-        defaults: dict[str, Any] = {}
-        param_rules: dict[str, ParamRule] = {}
-        parameters = list(inspect.signature(function).parameters.values())
-        for parameter in parameters[1:]:
-            if parameter.kind is not inspect.Parameter.KEYWORD_ONLY:
-                raise TypeError(f"estimator '{name}': '{parameter.name}' must be keyword-only")
-            if parameter.default is inspect.Parameter.empty:
-                raise TypeError(f"estimator '{name}': '{parameter.name}' needs a default")
-            rule = own_rules.get(parameter.name, PARAM_RULES.get(parameter.name))
-            if rule is None:
-                raise TypeError(f"estimator '{name}': no rule for parameter '{parameter.name}'")
-            defaults[parameter.name] = parameter.default
-            param_rules[parameter.name] = rule
-        REGISTRY[name] = RegisteredEstimator(name, function, defaults, param_rules)
+        REGISTRY[name] = declare(name, function, rules, needs, uses)
+        return function
+
+    return decorate
+
+
+def declares(
+    rules: Mapping[str, ParamRule] | None = None,
+    needs: Collection[str] = (),
+    uses: Collection[str] = (),
+) -> Callable[[Estimator], Estimator]:
+    """Decorator for an entry-point estimator: attaches its own rules and needs, which
+    :func:`resolve` reads when it loads the entry point (the name comes from the entry point).
+
+    Example:
+        >>> @declares(needs=("hidden",))
+        ... def uses_hidden(batch: StepBatch) -> EstimatorResult:
+        ...     return EstimatorResult(np.zeros(len(batch)), {})
+        >>> uses_hidden.estimator_needs
+        ('hidden',)
+    """
+
+    def decorate(function: Estimator) -> Estimator:
+        function.estimator_rules = dict(rules or {})  # type: ignore[attr-defined]
+        function.estimator_needs = tuple(needs)  # type: ignore[attr-defined]
+        function.estimator_uses = tuple(uses)  # type: ignore[attr-defined]
         return function
 
     return decorate
@@ -222,10 +375,16 @@ def available() -> list[str]:
     return names
 
 
-def resolve(name: str) -> Estimator | RegisteredEstimator:
-    """The registered estimator called ``name``, else the entry point of that name (loaded once).
+def resolve(name: str) -> RegisteredEstimator:
+    """The declaration of estimator ``name``: a built-in, else the entry point of that name
+    (loaded and declared once).
 
-    Raises ``ValueError`` listing the accepted names when there is neither.
+    Raises ``ValueError`` listing the accepted names when there is neither, and for an entry
+    point that is not a callable or whose parameters cannot be declared.
+
+    Example:
+        >>> sorted(resolve("bipace").needs)
+        ['hidden']
     """
     if name in REGISTRY:
         return REGISTRY[name]
@@ -239,8 +398,34 @@ def resolve(name: str) -> Estimator | RegisteredEstimator:
         raise ValueError(
             f"entry point '{name}' in group '{ENTRY_POINT_GROUP}' is not callable: {loaded!r}"
         )
-    _PLUGINS[name] = loaded
-    return loaded
+    try:
+        declared = declare(
+            name,
+            loaded,
+            getattr(loaded, "estimator_rules", None),
+            getattr(loaded, "estimator_needs", ()),
+            getattr(loaded, "estimator_uses", ()),
+        )
+    except TypeError as problem:
+        where = f"entry point '{name}' in group '{ENTRY_POINT_GROUP}'"
+        raise ValueError(f"{where}: {problem}") from None
+    _PLUGINS[name] = declared
+    return declared
+
+
+def check_params(name: str, params: Mapping[str, Any]) -> RegisteredEstimator:
+    """Check an estimator name and its parameters before any work; return its declaration.
+
+    Example:
+        >>> check_params("gigpo", {"omgea": 0.5})
+        Traceback (most recent call last):
+        ...
+        ValueError: estimator 'gigpo': unknown parameter(s) omgea; accepted: gamma=0.95, \
+omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0
+    """
+    declared = resolve(name)
+    declared.check_params(params)
+    return declared
 
 
 def compute(name: str, batch: StepBatch, **params: Any) -> EstimatorResult:
@@ -256,12 +441,9 @@ def compute(name: str, batch: StepBatch, **params: Any) -> EstimatorResult:
     """
     if not isinstance(batch, StepBatch):
         raise TypeError(f"compute expects a StepBatch, got {type(batch).__name__}")
-    estimator = resolve(name)
-    if isinstance(estimator, RegisteredEstimator):
-        estimator.check_params(params)
-        result = estimator.function(batch, **params)
-    else:
-        result = estimator(batch, **params)
+    estimator = check_params(name, params)
+    estimator.check_batch(batch)
+    result = estimator.function(batch, **params)
     if not isinstance(result, EstimatorResult):
         raise TypeError(f"estimator '{name}' returned {type(result).__name__}, not EstimatorResult")
     if result.advantages.shape != (len(batch),):

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 import agentbench_rl
 from agentbench_rl.agents import load_agent
-from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.agents.base import Agent
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
@@ -32,6 +32,7 @@ from agentbench_rl.harness.journal import ResultsLock, read_journal
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
+from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, play
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -128,27 +129,20 @@ def parse_env_options(options: list[str]) -> dict[str, Any]:
 
 
 def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> dict[str, Any]:
-    """Play one episode and return its row of ``episodes.csv``."""
-    episode_seed = seed_from(seed, task_id) % (2**31)
-    observation, info = env.reset(seed=episode_seed, options={"task_id": task_id})
-    agent.begin_episode(env, episode_seed)
-    total, invalid, steps = 0.0, 0, 0
-    done = False
-    while not done:
-        observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
-        total += reward
-        steps += 1
-        invalid += not info["action_valid"]
-        done = terminated or truncated
+    """Play one episode through the episode driver and return its row of ``episodes.csv`` (plus
+    ``non_string_actions``, which the journal keeps and the summary totals)."""
+    slot = EpisodeSlot(task_id, episode_seed(seed, task_id))
+    outcome = play([env], [slot], [agent], [slot.seed]).episodes[0].outcome()
     return {
         "task_id": task_id,
-        "category": str(info["category"]),
+        "category": outcome["category"],
         "seed": seed,
-        "success": bool(info["won"]),
-        "score": float(info["score"]),
-        "steps": steps,
-        "return": round(total, 10),
-        "invalid_actions": invalid,
+        "success": outcome["success"],
+        "score": outcome["score"],
+        "steps": outcome["steps"],
+        "return": round(outcome["return"], 10),
+        "invalid_actions": outcome["invalid"],
+        "non_string_actions": outcome["non_string"],
     }
 
 
@@ -167,10 +161,10 @@ def _worker_episode(job: tuple[str, int]) -> dict[str, Any]:
 
 
 def _run_jobs(
-    config: EvalConfig, jobs: list[tuple[str, int]], workers: int
+    config: EvalConfig, jobs: list[tuple[str, int]], workers: int, agent: Agent | None
 ) -> Iterator[dict[str, Any]]:
     if workers == 1 or len(jobs) <= 1:
-        env, agent = config.make_env(), load_agent(config.agent)
+        env, agent = config.make_env(), agent or load_agent(config.agent)
         for task_id, seed in jobs:
             yield run_episode(env, agent, task_id, seed)
         return
@@ -222,8 +216,13 @@ def evaluate(
     workers: int = 1,
     resume: bool = False,
     console: Console | None = None,
+    agent: Agent | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) the evaluation and write ``episodes.csv`` and ``summary.json`` to ``out``.
+
+    ``agent``, when given, plays instead of a fresh ``load_agent(config.agent)`` (a policy already
+    in memory, such as the trainer's; ``config.agent`` still names it in the results); it needs
+    ``workers=1``.
 
     Example:
         >>> import tempfile
@@ -235,12 +234,14 @@ def evaluate(
     env = config.validate()
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
+    if agent is not None and workers != 1:
+        raise ValueError("an agent object plays in this process only: use workers=1")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
     with ResultsLock(out):  # one run writes a results folder at a time
-        return _evaluate_in(config, env, out, workers, resume, console)
+        return _evaluate_in(config, env, out, workers, resume, console, agent)
 
 
 def _evaluate_in(
@@ -250,6 +251,7 @@ def _evaluate_in(
     workers: int,
     resume: bool,
     console: Console | None,
+    agent: Agent | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     done = _prepare_folder(config, out, resume, console)
@@ -277,7 +279,7 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers):
+            for row in _run_jobs(config, jobs, workers, agent):
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)
@@ -313,6 +315,8 @@ def _evaluate_in(
         "split_checksum": env.results_checksum(env.checksum()),
         "complete_split": len(tasks) == len(env.task_ids(config.split)),
         **summarize(episodes),
+        # actions that were not text (an agent returning None): invalid, counted apart
+        "non_string_actions": sum(int(row.get("non_string_actions", 0)) for row in rows),
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
         "git_commit": origin.pop("git_commit"),

@@ -53,3 +53,9 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         f"mean steps {summary['mean_steps']:.2f}, "
         f"invalid actions {_percent(summary['invalid_action_rate'])}%"
     )
+    non_string = int(summary.get("non_string_actions", 0))
+    if non_string:
+        console.print(
+            f"{non_string} action(s) were not text (the agent returned another type); "
+            "each counted as an invalid action"
+        )

@@ -70,8 +70,8 @@ RUN_FIELDS = (
     "package_version",
     "git_commit",
 )
-#: Fields a summary may carry besides those (results written before they existed lack them).
-OPTIONAL_RUN_FIELDS = ("provenance",)
+#: Run fields a summary may carry (newer harness versions) that are not recomputed from episodes.
+OPTIONAL_RUN_FIELDS = ("non_string_actions", "provenance")
 
 
 class SubmissionError(ValueError):
@@ -458,7 +458,9 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     expected = {"complete_split": True, **figures}
     stored = {"complete_split": summary["complete_split"]}
     stored |= {
-        key: value for key, value in summary.items() if key not in RUN_FIELDS + OPTIONAL_RUN_FIELDS
+        key: value
+        for key, value in summary.items()
+        if key not in RUN_FIELDS and key not in OPTIONAL_RUN_FIELDS
     }
     difference = first_difference(expected, stored)
     if difference:

@@ -1,1 +1,3 @@
-"""Rollouts: groups of trajectories on one task, turned into estimator rows and step graphs."""
+"""Rollouts: the episode driver (``episode.py``) every client plays through, groups of
+trajectories on one task, batched lockstep rollouts, scripted (expert and random) episodes, and
+the env pools they step."""

@@ -1,10 +1,11 @@
 """Batched group rollouts: N groups of G members step in lockstep, one batched forward per step.
 
 Every live member of every group is one row of the step's batch: the policy answers all of them
-at once (:meth:`agentbench_rl.train.policy.Policy.act`), then the env pool steps them. Rows come
-out in the record format of :func:`agentbench_rl.rollout.group.rollout_group` (group, traj, t,
-reward, obs_key, state_key, action_key, valid, success), plus the token data PPO needs and, when
-asked, the hidden states BiPACE needs, taken from the same forward.
+at once (:meth:`agentbench_rl.models.policy.Policy.act`), then the episode driver
+(:mod:`agentbench_rl.rollout.episode`) steps the env pool. Rows come out in the driver's record
+format (group, traj, t, reward, obs_key, state_key, action_key, valid, success), plus the token
+data PPO needs and, when asked, the hidden states an estimator that needs them takes, from the
+same forward.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt, observation_text
+from agentbench_rl.agents.prompting import PromptConfig, build_prompt
 from agentbench_rl.core.batch import StepBatch
-from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class BatchPolicy(Protocol):
-    """What the driver needs of a policy (see ``agentbench_rl.train.policy.Policy``)."""
+    """What the driver needs of a policy (see ``agentbench_rl.models.policy.Policy``)."""
 
     def act(
         self,
@@ -107,92 +108,54 @@ def rollout_groups(
 ) -> RolloutBatch:
     """Play ``len(tasks)`` groups of ``group_size`` members; group g plays ``tasks[g]``.
 
-    The pool must hold ``len(tasks) * group_size`` envs. Env resets are seeded from
-    ``(seed, task_id)`` as in :func:`~agentbench_rl.rollout.group.rollout_group`; the policy's
-    draws come from ``generator``. In ``generate`` mode a row is valid only when the answer kept
-    the format and the env accepted the action (the papers' rule); in ``choose`` mode, when the
-    env accepted it.
+    The pool must hold ``len(tasks) * group_size`` envs; the episode driver
+    (:class:`~agentbench_rl.rollout.episode.Lockstep`) seeds the resets, keeps the histories and
+    applies the validity rule (``generate`` mode: the answer must keep the format), and the
+    policy's draws come from ``generator``. Rows use integer ids: group g, trajectory
+    ``g * group_size + member``.
     """
     n = len(tasks) * group_size
     if pool.size != n:
         raise ValueError(f"rollout: the pool has {pool.size} envs, {n} are needed")
-    jobs = [(task, seed_from(seed, task) % 2**31) for task in tasks for _ in range(group_size)]
-    started = pool.reset(jobs)
-    observations = [obs for obs, _ in started]
-    infos = [info for _, info in started]
-    histories: list[list[HistoryStep]] = [[] for _ in range(n)]
-    totals = [0.0] * n
-    invalid = [0] * n
-    live = list(range(n))
+    slots = [
+        EpisodeSlot(task, episode_seed(seed, task), group, group * group_size + member)
+        for group, task in enumerate(tasks)
+        for member in range(group_size)
+    ]
+    lock = Lockstep(pool, slots)
     result = RolloutBatch()
-    rows_of: list[list[int]] = [[] for _ in range(n)]
-    t = 0
-    while live:
+    while lock.live:
+        episodes = [lock.episodes[i] for i in lock.live]
         prompts = [
-            build_prompt(
-                env_name,
-                observations[i],
-                histories[i],
-                infos[i]["admissible_actions"],
-                prompt,
-            )
-            for i in live
+            build_prompt(env_name, e.observation, e.history, e.info["admissible_actions"], prompt)
+            for e in episodes
         ]
-        admissible = [list(infos[i]["admissible_actions"]) for i in live]
+        admissible = [list(e.info["admissible_actions"]) for e in episodes]
         out = policy.act(prompts, admissible, generator, capture_hidden=capture_hidden)
-        steps = pool.step(live, out.responses)
-        still_live = []
-        for k, i in enumerate(live):
-            observation, reward, terminated, truncated, info = steps[k]
-            valid = bool(info["action_valid"]) and bool(out.format_ok[k])
-            rows_of[i].append(len(result.records))
-            result.records.append(
-                {
-                    "group": i // group_size,
-                    "traj": i,
-                    "t": t,
-                    "reward": float(reward),
-                    "obs_key": infos[i]["obs_hash"],
-                    "state_key": infos[i]["state_hash"],
-                    "action_key": info["action_canonical"],
-                    "valid": valid,
-                }
-            )
-            result.prompt_ids.append(out.prompt_ids[k])
-            result.response_ids.append(out.response_ids[k])
-            result.logprobs.append(out.logprobs[k])
-            if out.hidden is not None:
-                result.hidden_rows.append(out.hidden[k])
-            if out.choices is not None and out.chosen is not None:
-                result.choices.append(out.choices[k])
-                result.chosen.append(out.chosen[k])
-            histories[i].append(
-                HistoryStep(observation_text(observations[i]), info["action_canonical"])
-            )
-            totals[i] += float(reward)
-            invalid[i] += not valid
-            observations[i], infos[i] = observation, info
-            if terminated or truncated:
-                result.episodes.append(
-                    {
-                        "group": i // group_size,
-                        "traj": i,
-                        "task_id": tasks[i // group_size],
-                        "success": bool(info["won"]),
-                        "score": float(info["score"]),
-                        "steps": t + 1,
-                        "return": totals[i],
-                        "invalid": invalid[i],
-                    }
-                )
-            else:
-                still_live.append(i)
-        live = still_live
-        t += 1
-    success = {episode["traj"]: episode["success"] for episode in result.episodes}
-    for record in result.records:
-        record["success"] = success[record["traj"]]
-    result.episodes.sort(key=lambda episode: episode["traj"])
+        lock.step(out.responses, [bool(kept) for kept in out.format_ok])
+        result.prompt_ids.extend(out.prompt_ids)
+        result.response_ids.extend(out.response_ids)
+        result.logprobs.extend(out.logprobs)
+        if out.choices is not None and out.chosen is not None:
+            result.choices.extend(out.choices)
+            result.chosen.extend(out.chosen)
+        if out.hidden is not None:
+            result.hidden_rows.extend(out.hidden[k] for k in range(len(episodes)))
+    result.records = lock.records
+    for index in range(n):
+        outcome = lock.episodes[index].outcome()
+        result.episodes.append(
+            {
+                "group": index // group_size,
+                "traj": index,
+                "task_id": outcome["task_id"],
+                "success": outcome["success"],
+                "score": outcome["score"],
+                "steps": outcome["steps"],
+                "return": outcome["return"],
+                "invalid": outcome["invalid"],
+            }
+        )
     return result
 
 

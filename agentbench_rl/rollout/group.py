@@ -1,8 +1,9 @@
 """Group rollouts: G members play the same task, and their steps become a ``StepBatch``.
 
 ``GroupEnv`` is the group as a PettingZoo ``ParallelEnv`` (agents = group members), so anything
-that speaks PettingZoo can drive it; :func:`rollout_group` drives it with agents and returns the
-rows the estimators take, plus the group's ``StepGraph``.
+that speaks PettingZoo can drive it; :func:`rollout_group` plays its members with agents through
+the episode driver (:mod:`agentbench_rl.rollout.episode`) and returns the rows the estimators
+take, plus the group's ``StepGraph``.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from pettingzoo import ParallelEnv
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.graph import StepGraph
-from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, member_seed, play
 
 
 class GroupEnv(ParallelEnv[str, Any, str]):
@@ -129,7 +130,9 @@ def rollout_group(
     seed: int,
     group: Any | None = None,
 ) -> GroupRollout:
-    """Play one group on ``task_id``; member i is seeded from ``(seed, task_id, i)``.
+    """Play one group on ``task_id`` through the episode driver: every member's env resets with
+    the episode seed of ``(seed, task_id)``, member i's agent is seeded from ``(seed, task_id,
+    i)``; trajectory ids are ``"<group>/member_<i>"``.
 
     ``agents`` is one agent per member, or one agent that every member gets a shallow copy of
     (weights shared, per-episode state such as the random stream not).
@@ -145,44 +148,26 @@ def rollout_group(
     if isinstance(agents, Sequence):
         if len(agents) != len(members):
             raise ValueError(f"rollout_group: {len(agents)} agents for {len(members)} members")
-        by_member = dict(zip(members, agents, strict=True))
+        playing = list(agents)
     else:
-        by_member = {member: copy.copy(agents) for member in members}
+        playing = [copy.copy(agents) for _ in members]
     group = task_id if group is None else group
-    observations, infos = group_env.reset(
-        seed=seed_from(seed, task_id) % 2**31, options={"task_id": task_id}
+    slots = [
+        EpisodeSlot(task_id, episode_seed(seed, task_id), group, f"{group}/{member}")
+        for member in members
+    ]
+    lock = play(
+        [group_env.members[member] for member in members],
+        slots,
+        playing,
+        [member_seed(seed, task_id, index) for index in range(len(members))],
     )
-    for index, agent in enumerate(members):
-        by_member[agent].begin_episode(group_env.members[agent], seed_from(seed, task_id, index))
-    result = GroupRollout(group=group, task_id=task_id)
-    t = 0
-    while group_env.agents:
-        actions = {
-            agent: by_member[agent].act(observations[agent], infos[agent])
-            for agent in group_env.agents
+    result = GroupRollout(group=group, task_id=task_id, records=lock.records)
+    for slot, episode in zip(slots, lock.episodes, strict=True):
+        outcome = episode.outcome()
+        result.outcomes[slot.traj] = {
+            "success": outcome["success"],
+            "score": outcome["score"],
+            "steps": outcome["steps"],
         }
-        before = {agent: infos[agent] for agent in group_env.agents}
-        observations, rewards, terminations, truncations, infos = group_env.step(actions)
-        for agent, info in infos.items():
-            result.records.append(
-                {
-                    "group": group,
-                    "traj": f"{group}/{agent}",
-                    "t": t,
-                    "reward": rewards[agent],
-                    "obs_key": before[agent]["obs_hash"],
-                    "state_key": before[agent]["state_hash"],
-                    "action_key": info["action_canonical"],
-                    "valid": info["action_valid"],
-                }
-            )
-            if terminations[agent] or truncations[agent]:
-                result.outcomes[f"{group}/{agent}"] = {
-                    "success": bool(info["won"]),
-                    "score": float(info["score"]),
-                    "steps": t + 1,
-                }
-        t += 1
-    for record in result.records:
-        record["success"] = result.outcomes[record["traj"]]["success"]
     return result

@@ -46,6 +46,22 @@ class LocalEnvPool:
         self.size = size
         self.envs: list[TextAgentEnv[Any]] = [make(env, **env_kwargs) for _ in range(size)]
 
+    @classmethod
+    def of(cls, envs: Sequence[TextAgentEnv[Any]]) -> LocalEnvPool:
+        """A pool over envs that already exist (a harness worker's env, a group's members).
+
+        Example:
+            >>> from agentbench_rl.envs import make
+            >>> LocalEnvPool.of([make("sokoban", split="test")]).size
+            1
+        """
+        if not envs:
+            raise ValueError("env pool size must be >= 1, got 0")
+        pool = cls.__new__(cls)
+        pool.size = len(envs)
+        pool.envs = list(envs)
+        return pool
+
     def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
         """Reset env i to ``jobs[i]`` = (task id, seed)."""
         if len(jobs) != self.size:

@@ -15,18 +15,13 @@ from typing import Any
 
 import torch
 
-from agentbench_rl.agents.prompting import (
-    HistoryStep,
-    PromptConfig,
-    build_prompt,
-    expert_response,
-    observation_text,
-)
+from agentbench_rl.agents.prompting import PromptConfig, build_prompt, expert_response
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs import make
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.models.policy import Policy, pack, response_logprobs
+from agentbench_rl.rollout.episode import Episode
+from agentbench_rl.rollout.scripted import scripted_steps, train_task_ids
 from agentbench_rl.train.config import BCConfig
-from agentbench_rl.train.policy import Policy, pack, response_logprobs
-from agentbench_rl.train.tiny import train_task_ids
 
 
 @dataclass(frozen=True)
@@ -47,28 +42,28 @@ def expert_rows(
     categories: Sequence[str] = (),
 ) -> list[ExpertRow]:
     """The steps of ``episodes`` expert episodes on tasks of ``split`` (of ``categories`` when
-    given) drawn from ``seed``."""
-    env = make(env_name, split=split, **env_kwargs)
-    rows = []
-    for task in train_task_ids(env_name, split, episodes, seed, categories):
-        observation, info = env.reset(seed=seed_from(seed, task) % 2**31, options={"task_id": task})
-        history: list[HistoryStep] = []
-        done = False
-        while not done:
-            action = env.expert_action()
-            rows.append(
-                ExpertRow(
-                    build_prompt(
-                        env_name, observation, history, info["admissible_actions"], prompt
-                    ),
-                    action,
-                )
-            )
-            previous = observation
-            observation, _, terminated, truncated, info = env.step(action)
-            history.append(HistoryStep(observation_text(previous), info["action_canonical"]))
-            done = terminated or truncated
-    return rows
+    given) drawn from ``seed``,
+    played through the episode driver (so the prompts show the history training shows)."""
+    tasks = train_task_ids(env_name, split, episodes, seed, categories)
+    return [
+        ExpertRow(
+            build_prompt(
+                env_name,
+                episode.observation,
+                episode.history,
+                episode.info["admissible_actions"],
+                prompt,
+            ),
+            action,
+        )
+        for episode, action in scripted_steps(
+            env_name, env_kwargs, tasks, seed, lambda index: _expert, split
+        )
+    ]
+
+
+def _expert(env: TextAgentEnv[Any], episode: Episode) -> str:
+    return env.expert_action()
 
 
 def target_ids(policy: Policy, action: str) -> list[int]:

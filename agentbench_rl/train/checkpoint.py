@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from agentbench_rl.harness.provenance import provenance, weights_fingerprint
-from agentbench_rl.train.policy import Policy
+from agentbench_rl.models.policy import Policy
 
 CHECKPOINT = "checkpoint"
 _NEW = ".checkpoint-new"

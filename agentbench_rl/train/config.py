@@ -20,23 +20,9 @@ from typing import Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
+from agentbench_rl.models.tiny import TinyModelConfig
 
 ADVANTAGE_NORMS = ("none", "batch_std")
-
-
-@dataclass
-class TinyModelConfig:
-    """The ``tiny`` model: a random-initialised Qwen2-architecture causal LM and a byte-level
-    BPE tokenizer trained on the env's own text at start-up."""
-
-    hidden_size: int = 128
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate_size: int = 256
-    vocab_size: int = 512
-    max_positions: int = 1024
-    tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
 
 
 @dataclass
@@ -76,7 +62,7 @@ class TrainConfig:
     max_steps: int | None = None  # the env's step limit when None
     history: int = 2
     history_observations: bool = True
-    instruction: str | None = None  # None: the env's line in agents/prompting.py
+    instruction: str | None = None  # None: the env's own line (its prompt_instruction)
     action_mode: str = "generate"
     temperature: float = 1.0
     top_p: float = 1.0
@@ -131,7 +117,6 @@ class TrainConfig:
     def validate(self) -> None:
         """Raise ``ValueError`` with one line naming the first bad field."""
         from agentbench_rl.envs import env_class, resolve
-        from agentbench_rl.estimators import available
 
         entry = resolve(self.env)
         self.env = entry.name
@@ -142,10 +127,7 @@ class TrainConfig:
                     f"{name}: env '{self.env}' has no split '{getattr(self, name)}' "
                     f"(choose from {', '.join(splits)})"
                 )
-        if self.estimator not in available():
-            raise ValueError(
-                f"unknown estimator '{self.estimator}' (choose from {', '.join(available())})"
-            )
+        self.estimator_kwargs()  # the estimator's name and parameters, before any work
         if self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode '{self.action_mode}' (choose from generate, choose)")
         choices = {
@@ -207,9 +189,32 @@ class TrainConfig:
             return self.bc.seed
         return self.seed
 
+    def estimator_kwargs(self) -> dict[str, Any]:
+        """The estimator's parameters, checked against its declaration: the trainer's ``gamma``
+        and ``invalid_penalty`` where the estimator takes them, then ``estimator_params`` on top.
+        Raises ``ValueError`` for an unknown estimator, parameter name or value.
+
+        Example:
+            >>> TrainConfig(estimator="rloo").estimator_kwargs()  # RLOO has no gamma
+            {'invalid_penalty': 0.1}
+        """
+        from agentbench_rl.estimators import resolve
+
+        accepted = resolve(self.estimator).params
+        params: dict[str, Any] = {}
+        if "gamma" in accepted:
+            params["gamma"] = self.gamma
+        if "invalid_penalty" in accepted:
+            params["invalid_penalty"] = self.invalid_penalty
+        params.update(self.estimator_params)
+        resolve(self.estimator).check_params(params)
+        return params
+
     def needs_hidden(self) -> bool:
-        """Whether the estimator takes the actor's hidden states (BiPACE)."""
-        return self.estimator == "bipace"
+        """Whether the estimator declares that it needs the actor's hidden states."""
+        from agentbench_rl.estimators import resolve
+
+        return "hidden" in resolve(self.estimator).needs
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (what ``config.yaml`` of a run holds)."""

@@ -54,14 +54,25 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from agentbench_rl.core.hashing import seed_from, stable_hash
-from agentbench_rl.estimators import REGISTRY, compute
+from agentbench_rl.estimators import compute
 from agentbench_rl.harness.results import atomic_write_text
+from agentbench_rl.models.agent import PolicyAgent
+from agentbench_rl.models.policy import (
+    Policy,
+    choice_logprobs,
+    load_pretrained,
+    pack,
+    resolve_device,
+    response_logprobs,
+)
+from agentbench_rl.models.tiny import TOKENIZER_VERSION, build_tiny
 from agentbench_rl.rollout.batched import (
     BatchPolicy,
     RolloutBatch,
     rollout_groups,
     success_rewards,
 )
+from agentbench_rl.rollout.scripted import train_task_ids
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
 from agentbench_rl.train.bc import behaviour_cloning, expert_rows
 from agentbench_rl.train.checkpoint import (
@@ -71,15 +82,6 @@ from agentbench_rl.train.checkpoint import (
     save_checkpoint,
 )
 from agentbench_rl.train.config import TrainConfig, config_from_dict, dump_config
-from agentbench_rl.train.policy import (
-    Policy,
-    choice_logprobs,
-    load_pretrained,
-    pack,
-    resolve_device,
-    response_logprobs,
-)
-from agentbench_rl.train.tiny import TOKENIZER_VERSION, build_tiny, train_task_ids
 
 if TYPE_CHECKING:
     from agentbench_rl.train.vllm_engine import VLLMActor
@@ -248,19 +250,6 @@ def iteration_rollout(
 
 
 # ---------------------------------------------------------------------- the PPO update
-def estimator_params(config: TrainConfig) -> dict[str, Any]:
-    """The estimator's parameters: the trainer's gamma and invalid-action penalty where the
-    estimator takes them, then ``estimator_params`` on top."""
-    accepted = REGISTRY[config.estimator].defaults if config.estimator in REGISTRY else {}
-    params: dict[str, Any] = {}
-    if "gamma" in accepted:
-        params["gamma"] = config.gamma
-    if "invalid_penalty" in accepted:
-        params["invalid_penalty"] = config.invalid_penalty
-    params.update(config.estimator_params)
-    return params
-
-
 def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
     """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
     standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
@@ -458,14 +447,13 @@ def ppo_update(
 
 # ---------------------------------------------------------------------- validation and logging
 def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> dict[str, float]:
-    """Evaluate the policy on the val split through the harness (``hf:`` agent on the weights
-    saved in ``run/val-policy``); results in ``run/val/iter-NNNN``."""
-    from agentbench_rl.agents.hf import remember
+    """Evaluate the policy on the val split through the harness: the in-memory policy plays as
+    the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
+    folder that replays them); results in ``run/val/iter-NNNN``."""
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 
     folder = run / "val-policy"
     policy.save(folder)
-    remember(str(folder), policy)
     eval_config = EvalConfig(
         env=config.env,
         split=config.val_split,
@@ -475,7 +463,12 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         max_steps=config.max_steps,
         env_kwargs=dict(config.env_kwargs),
     )
-    summary = evaluate(eval_config, run / "val" / f"iter-{iteration:04d}", resume=True)
+    summary = evaluate(
+        eval_config,
+        run / "val" / f"iter-{iteration:04d}",
+        resume=True,
+        agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
+    )
     return {
         "val_success": float(summary["success"]["mean"]),
         "val_score": float(summary["score"]["mean"]),
@@ -651,7 +644,7 @@ def train(
         actor: BatchPolicy = engine if engine is not None else policy
         pool = make_pool(config)
         writer = _tensorboard(run)
-        params = estimator_params(config)
+        params = config.estimator_kwargs()
         bar = progress.add_task(
             f"{config.env} {config.estimator} seed {config.seed}",
             total=config.iterations,

@@ -116,8 +116,11 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
         base=dict(data.get("base") or {}),
         estimator_params={str(k): dict(v) for k, v in per_estimator.items()},
     )
-    for run in sweep.runs():
-        run.config.validate()
+    for run in sweep.runs():  # every cell, before the first run starts
+        try:
+            run.config.validate()
+        except ValueError as problem:
+            raise ValueError(f"{path}: cell {run.cell} seed {run.seed}: {problem}") from None
     return sweep
 
 

@@ -27,8 +27,8 @@ import numpy as np
 import torch
 
 from agentbench_rl.agents.prompting import format_ok
+from agentbench_rl.models.policy import ActOutput, Policy, left_pad
 from agentbench_rl.train.config import TrainConfig
-from agentbench_rl.train.policy import ActOutput, Policy, left_pad
 
 
 def sampling_kwargs(

@@ -36,7 +36,7 @@ from agentbench_rl.bench.learning.loop import (
 )
 from agentbench_rl.bench.learning.mdp import optimal_success
 from agentbench_rl.bench.learning.report import csv_table, markdown_table, plot, summarise
-from agentbench_rl.estimators.registry import RegisteredEstimator, resolve
+from agentbench_rl.estimators.registry import resolve
 from agentbench_rl.harness.results import atomic_write_text
 
 
@@ -55,12 +55,11 @@ def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[Estima
     result = []
     for spec in specs:
         estimator = resolve(spec.name)
-        accepted = estimator.defaults if isinstance(estimator, RegisteredEstimator) else {}
-        merged = {key: value for key, value in extra.items() if key in accepted}
+        # every estimator, entry points included, is declared (estimators/registry.py)
+        merged = {key: value for key, value in extra.items() if key in estimator.params}
         used.update(merged)
         merged.update(spec.params)
-        if isinstance(estimator, RegisteredEstimator):
-            estimator.check_params(merged)
+        estimator.check_params(merged)
         result.append(EstimatorSpec(spec.label, spec.name, merged))
     unused = sorted(set(extra) - used)
     if unused:

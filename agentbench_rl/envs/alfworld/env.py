@@ -116,6 +116,9 @@ class ALFWorldEnv(TextAgentEnv[str]):
     """
 
     env_name: ClassVar[str] = "alfworld"
+    prompt_instruction: ClassVar[str] = (
+        "You are a household agent. Complete the task described in the observation."
+    )
     default_max_steps: ClassVar[int] = 50
 
     def __init__(

@@ -44,6 +44,10 @@ _ALIASES_BY_ACTION = {
 class _SokobanBase(TextAgentEnv[Any]):
     """Shared machinery of the text and visual Sokoban envs."""
 
+    prompt_instruction: ClassVar[str] = (
+        "You play Sokoban: push every box X onto a target O. "
+        "# wall, _ floor, P you, S you on a target, √ box on a target."
+    )
     action_aliases: ClassVar[dict[str, str]] = {
         alias: action for action, aliases in _ALIASES_BY_ACTION.items() for alias in aliases
     }

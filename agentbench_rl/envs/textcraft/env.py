@@ -60,6 +60,9 @@ class TextCraftEnv(TextAgentEnv[str]):
     """
 
     env_name: ClassVar[str] = "textcraft"
+    prompt_instruction: ClassVar[str] = (
+        "You craft Minecraft items. Use the recipes to craft the goal item."
+    )
     default_max_steps: ClassVar[int] = DEFAULT_MAX_STEPS
 
     def __init__(

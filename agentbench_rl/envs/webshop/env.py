@@ -126,6 +126,9 @@ class WebShopEnv(TextAgentEnv[str]):
     """
 
     env_name: ClassVar[str] = "webshop"
+    prompt_instruction: ClassVar[str] = (
+        "You shop on a web store. Buy the product that matches the instruction."
+    )
     default_max_steps: ClassVar[int] = 15
 
     def __init__(
@@ -321,13 +324,9 @@ class WebShopEnv(TextAgentEnv[str]):
         self._show(done_page(asin, self._options, self._purchase.score))
         return self._purchase.score
 
-    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Take one raw model output; ``Buy Now`` ends the episode whatever the score."""
-        observation, reward, terminated, truncated, info = super().step(action)
-        if self._purchase is not None and not terminated:
-            terminated, truncated = True, False
-            self._ended = True
-        return observation, reward, terminated, truncated, info
+    def ended_without_win(self) -> bool:
+        """``Buy Now`` ends the episode whatever the score."""
+        return self._purchase is not None
 
     # ------------------------------------------------------------------ what the base reports
     def _observation(self) -> str:

@@ -33,11 +33,12 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
 )
 
-from agentbench_rl.agents.prompting import HistoryStep, build_prompt, format_ok, observation_text
+from agentbench_rl.agents.prompting import HistoryStep, build_prompt, format_ok
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import make
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, training_reward
 from agentbench_rl.integrations.verl.config import VerlSettings
+from agentbench_rl.rollout.episode import action_valid, history_step
 
 
 def reset_seed(seed: int, global_step: int, task_id: str) -> int:
@@ -114,7 +115,7 @@ class AgentBenchAgentLoop(AgentLoopBase):
                     "obs_key": info["obs_hash"],
                     "state_key": info["state_hash"],
                     "action_key": next_info["action_canonical"],
-                    "valid": bool(next_info["action_valid"]) and format_ok(answer),
+                    "valid": action_valid(answer, next_info, format_ok(answer)),
                 }
                 outputs.append(
                     AgentLoopOutput(
@@ -127,9 +128,7 @@ class AgentBenchAgentLoop(AgentLoopBase):
                         extra_fields={**generated.extra_fields, RECORD_KEY: record},
                     )
                 )
-                history.append(
-                    HistoryStep(observation_text(observation), next_info["action_canonical"])
-                )
+                history.append(history_step(observation, next_info))
                 observation, info = next_observation, next_info
         finally:
             env.close()

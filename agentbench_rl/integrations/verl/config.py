@@ -124,8 +124,6 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         >>> settings_from_config(TrainConfig(env="sokoban", estimator="grpo")).estimator_params
         {'invalid_penalty': 0.1}
     """
-    from agentbench_rl.train.ppo import estimator_params
-
     config.validate()
     if config.needs_hidden():
         raise ValueError(
@@ -155,7 +153,7 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         instruction=config.instruction,
         seed=config.seed,
         estimator=config.estimator,
-        estimator_params=estimator_params(config),
+        estimator_params=config.estimator_kwargs(),
         reward=config.reward,
         success_reward=config.success_reward,
     )

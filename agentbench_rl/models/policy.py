@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -541,6 +542,43 @@ def read_settings(folder: Path) -> dict[str, Any]:
     return settings
 
 
+def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> Policy:
+    """A :class:`Policy` from a folder :meth:`Policy.save` wrote (its stored prompt and sampling
+    settings) or any Hugging Face model id or folder (the defaults); ``options`` (``mode``,
+    ``temperature``, ``history``, ``device``, ``dtype``) override. Raises ``ValueError`` when
+    the model cannot be loaded."""
+    options = dict(options or {})
+    settings = read_settings(Path(target))
+
+    def pick(name: str, default: Any) -> Any:
+        return options.get(name, settings.get(name, default))
+
+    try:
+        model, tokenizer = load_pretrained(
+            target,
+            dtype=options.get("dtype", "float32"),
+            device=resolve_device(options.get("device", "auto")),
+        )
+    except OSError as problem:
+        raise ValueError(f"cannot load the model '{target}' ({problem})") from None
+    prompt = PromptConfig(
+        history=int(pick("history", 2)),
+        history_observations=bool(settings.get("history_observations", True)),
+        mode=pick("mode", "generate"),
+        instruction=settings.get("instruction"),
+    )
+    return Policy(
+        model,
+        tokenizer,
+        prompt,
+        temperature=float(pick("temperature", 1.0)),
+        top_p=float(settings.get("top_p", 1.0)),
+        max_new_tokens=int(settings.get("max_new_tokens", 256)),
+        max_prompt_tokens=int(settings.get("max_prompt_tokens", 2048)),
+        hidden_layer=1,
+    )
+
+
 def load_pretrained(name_or_path: str, dtype: str = "float32", device: str = "cpu") -> Any:
     """A Hugging Face model and tokenizer by hub id or local folder (``AutoModelForCausalLM``)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -564,5 +602,7 @@ def _cache_argument(model: Any) -> str:
 def resolve_device(device: str) -> str:
     """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``."""
     if device == "auto":
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+            return "cpu"
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device

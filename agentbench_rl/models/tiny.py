@@ -1,4 +1,5 @@
-"""The ``tiny`` model: a few-million-parameter Qwen2 and a BPE tokenizer trained on the env's text.
+"""The ``tiny`` model: a few-million-parameter Qwen2 and a BPE tokenizer trained on the env's text
+(:func:`agentbench_rl.rollout.scripted.corpus_texts`).
 
 Everything is built on the spot, so the whole training loop runs on a CPU with nothing
 downloaded. The tokenizer is byte-level BPE whose merges stay inside lower-case words: every
@@ -9,95 +10,44 @@ tags (``<think>``, ``<action>`` and their closing tags) are one token each.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from agentbench_rl.agents.prompting import (
-    ACTION_MODES,
-    HistoryStep,
-    PromptConfig,
-    build_prompt,
-    expert_response,
-    response_prefix,
-)
+from agentbench_rl.agents.prompting import PromptConfig
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs import env_class, make
-from agentbench_rl.train.config import TinyModelConfig
+from agentbench_rl.rollout.scripted import corpus_texts
+
+
+@dataclass
+class TinyModelConfig:
+    """The ``tiny`` model: a random-initialised Qwen2-architecture causal LM and a byte-level
+    BPE tokenizer trained on the env's own text at start-up."""
+
+    hidden_size: int = 128
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 256
+    vocab_size: int = 512
+    max_positions: int = 1024
+    tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
+
 
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 # The answer format's tags are one token each, so a choose-mode answer "up</action>" is two
 # tokens and PPO's token-mean is not spread over the pieces of a tag.
 TAG_TOKENS = ("<think>", "</think>", "<action>", "</action>")
-#: Bumped when the tokenizer's construction changes (cached BC results depend on it).
-TOKENIZER_VERSION = 2
+#: Bumped when the tokenizer's construction changes (cached BC results depend on it). 3: the
+#: corpus's history shows the observation text and canonical actions (visual Sokoban read the
+#: image array's repr before).
+TOKENIZER_VERSION = 3
 # Lower-case words, runs of whitespace, or any other single character.
 PRE_TOKEN_PATTERN = r"[a-z]+|\s+|[^a-z\s]"
 
 
-def train_task_ids(
-    env_name: str, split: str, count: int, seed: int, categories: Sequence[str] = ()
-) -> list[str]:
-    """``count`` task ids of a split: ``train-<n>`` drawn from ``seed`` for Sokoban's unbounded
-    train split, else a seeded draw from the fixed list (cycled when it is shorter), restricted
-    to the tasks of ``categories`` (the env's ``category()``, such as ``depth-1``) when given."""
-    cls = env_class(env_name)
-    rng = random.Random(seed)
-    try:
-        ids = cls.task_ids(split)
-    except ValueError:  # unbounded split: ids are <split>-<n>
-        if categories:
-            raise ValueError(
-                f"train_categories: {env_name}'s split '{split}' has no fixed task list"
-            ) from None
-        return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
-    if categories:
-        known = cls.task_categories(split)
-        if known is None:
-            raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
-        wanted = set(categories)
-        ids = [task for task in ids if known.get(task) in wanted]
-        if not ids:
-            raise ValueError(f"train_categories: no task of split '{split}' is in {categories}")
-    return [ids[rng.randrange(len(ids))] for _ in range(count)]
-
-
-def corpus_texts(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    episodes: int,
-    seed: int,
-    split: str = "train",
-) -> Iterator[str]:
-    """Prompts and answers from expert and random episodes (half each), in both action modes:
-    the text the tokenizer is trained on."""
-    env = make(env_name, split=split, **env_kwargs)
-    rng = random.Random(seed)
-    for index, task in enumerate(train_task_ids(env_name, split, episodes, seed)):
-        use_expert = index % 2 == 0
-        observation, info = env.reset(seed=seed_from(seed, task) % 2**31, options={"task_id": task})
-        history: list[HistoryStep] = []
-        done = False
-        while not done:
-            actions = list(info["admissible_actions"])
-            action = env.expert_action() if use_expert else rng.choice(actions or [""])
-            for mode in ACTION_MODES:
-                config = PromptConfig(
-                    history=prompt.history,
-                    history_observations=prompt.history_observations,
-                    mode=mode,  # type: ignore[arg-type]
-                    instruction=prompt.instruction,
-                )
-                text = build_prompt(env_name, observation, history, actions, config)
-                yield text + "\n" + response_prefix(config.mode) + expert_response(action, mode)  # type: ignore[arg-type]
-            history.append(HistoryStep(str(observation), action))
-            observation, _, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
-
-
-def build_tokenizer(texts: Iterator[str], vocab_size: int) -> Any:
+def build_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     """Train a byte-level BPE tokenizer on ``texts``; returns a ``PreTrainedTokenizerFast``."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast

@@ -1,0 +1,287 @@
+"""The episode driver: the one loop that plays episodes, for every client.
+
+The harness (one episode at a time), group rollouts (G members on one task), batched training
+rollouts (N x G members answered by one batched forward), behaviour cloning and the tiny
+tokenizer's corpus all play their episodes through :class:`Lockstep`, so these rules live here
+and nowhere else:
+
+- **seeding**: an episode of task ``task_id`` under run seed ``seed`` resets its env with
+  :func:`episode_seed` ``(seed, task_id)``; an agent is seeded with the same value, or, as member
+  ``m`` of a group, with :func:`member_seed` ``(seed, task_id, m)``.
+- **history**: after each step the episode's history gains ``HistoryStep(observation text the
+  agent acted on, the env's canonical form of the action)``; prompts show its tail.
+- **validity** (:func:`action_valid`): a step is valid when the action is a string, the answer
+  kept its format (``generate`` mode: ``<think>..</think><action>..</action>``; other agents have
+  no format) and the env accepted the action. A non-string action is invalid and counted apart
+  (the env receives ``""``, so the step is taken and the state stays as it was). Training and
+  evaluation count invalid actions by this one rule.
+- **step records** (:func:`step_record`): the estimator row of a step (group, traj, t, reward,
+  obs_key and state_key of the state acted in, action_key, valid), ``success`` added when the
+  episode ends.
+
+Example:
+    >>> from agentbench_rl.envs import make
+    >>> env = make("sokoban", split="test")
+    >>> lock = Lockstep.of_envs([env], [EpisodeSlot("test-0000", episode_seed(0, "test-0000"))])
+    >>> while lock.live:
+    ...     rows = lock.step([None])  # an agent that answers None: invalid, counted
+    >>> outcome = lock.episodes[0].outcome()
+    >>> outcome["steps"] == outcome["invalid"] == outcome["non_string"] == env.max_steps
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentbench_rl.agents.base import Agent
+from agentbench_rl.agents.prompting import HistoryStep, format_ok, observation_text
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
+
+#: Env seeds are drawn below 2**31 (what every Gymnasium backend accepts).
+SEED_MODULUS = 2**31
+
+
+def episode_seed(seed: int, task_id: str) -> int:
+    """The env's (and a lone agent's) seed for ``task_id`` under run seed ``seed``.
+
+    Example:
+        >>> episode_seed(0, "test-0000") != episode_seed(1, "test-0000")
+        True
+    """
+    return seed_from(seed, task_id) % SEED_MODULUS
+
+
+def member_seed(seed: int, task_id: str, member: int) -> int:
+    """The agent seed of group member ``member`` (members share the env seed, not the draws)."""
+    return seed_from(seed, task_id, member)
+
+
+def action_valid(action: object, info: dict[str, Any], format_kept: bool = True) -> bool:
+    """The validity rule of a step (see the module docstring).
+
+    Example:
+        >>> action_valid("up", {"action_valid": True}), action_valid(None, {"action_valid": True})
+        (True, False)
+        >>> action_valid("up", {"action_valid": True}, format_kept=False)
+        False
+    """
+    return isinstance(action, str) and format_kept and bool(info["action_valid"])
+
+
+def env_action(action: object) -> str:
+    """What the env receives: the action text, or ``""`` for a non-string action."""
+    return action if isinstance(action, str) else ""
+
+
+def agent_format_kept(agent: object, action: object) -> bool:
+    """Whether an agent's answer kept its answer format: agents whose ``answer_format`` is
+    ``"generate"`` must write the papers' format; other agents have none to keep.
+
+    Example:
+        >>> class Model:
+        ...     answer_format = "generate"
+        >>> agent_format_kept(Model(), "<action>up</action>"), agent_format_kept(object(), "up")
+        (False, True)
+    """
+    if getattr(agent, "answer_format", None) != "generate":
+        return True
+    return isinstance(action, str) and format_ok(action)
+
+
+def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
+    """The history entry of one step: the text of the observation acted on, and the env's
+    canonical form of the action (``after``: the info the step returned).
+
+    Example:
+        >>> history_step({"image": None, "text": "#P#"}, {"action_canonical": "up"})
+        HistoryStep(observation='#P#', action='up')
+    """
+    return HistoryStep(observation_text(observation), after["action_canonical"])
+
+
+def step_record(
+    group: Any,
+    traj: Any,
+    t: int,
+    reward: float,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    valid: bool,
+) -> dict[str, Any]:
+    """The estimator row of one step (``before``/``after``: the env's info before and after).
+
+    Example:
+        >>> step_record(0, 1, 0, 0.0, {"obs_hash": "o", "state_hash": "s"},
+        ...             {"action_canonical": "up"}, True)["action_key"]
+        'up'
+    """
+    return {
+        "group": group,
+        "traj": traj,
+        "t": t,
+        "reward": float(reward),
+        "obs_key": before["obs_hash"],
+        "state_key": before["state_hash"],
+        "action_key": after["action_canonical"],
+        "valid": valid,
+    }
+
+
+@dataclass(frozen=True)
+class EpisodeSlot:
+    """One episode to play: its task, the env's reset seed and its ids in the step records."""
+
+    task_id: str
+    seed: int
+    group: Any = None
+    traj: Any = None
+
+
+@dataclass
+class Episode:
+    """An episode in progress (or finished): what the agent sees now and the running counts."""
+
+    slot: EpisodeSlot
+    observation: Any
+    info: dict[str, Any]
+    history: list[HistoryStep] = field(default_factory=list)
+    steps: int = 0
+    total: float = 0.0
+    invalid: int = 0
+    non_string: int = 0
+    done: bool = False
+
+    def outcome(self) -> dict[str, Any]:
+        """The episode's figures (meaningful once ``done``).
+
+        Keys: task_id, category, success, score, steps, return, invalid, non_string.
+        """
+        return {
+            "task_id": self.slot.task_id,
+            "category": str(self.info["category"]),
+            "success": bool(self.info["won"]),
+            "score": float(self.info["score"]),
+            "steps": self.steps,
+            "return": self.total,
+            "invalid": self.invalid,
+            "non_string": self.non_string,
+        }
+
+
+class Lockstep:
+    """Episodes of an env pool stepped in lockstep: every live episode takes one step per call.
+
+    ``episodes[i]`` plays on env ``i`` of the pool; ``live`` lists the episodes still running, in
+    pool order, which is the order :meth:`step` takes actions in and appends ``records`` in.
+    ``finished`` lists episode indices in the order they ended.
+    """
+
+    def __init__(self, pool: EnvPool, slots: Sequence[EpisodeSlot]) -> None:
+        if pool.size != len(slots):
+            raise ValueError(f"episode driver: {len(slots)} episodes for {pool.size} envs")
+        self.pool = pool
+        started = pool.reset([(slot.task_id, slot.seed) for slot in slots])
+        self.episodes = [
+            Episode(slot, observation, info)
+            for slot, (observation, info) in zip(slots, started, strict=True)
+        ]
+        self.live = list(range(len(slots)))
+        self.records: list[dict[str, Any]] = []
+        self._record_episode: list[int] = []  # which episode wrote each record
+        self.finished: list[int] = []
+        self.t = 0
+
+    @classmethod
+    def of_envs(cls, envs: Sequence[TextAgentEnv[Any]], slots: Sequence[EpisodeSlot]) -> Lockstep:
+        """Episodes on envs of this process (env ``i`` plays ``slots[i]``)."""
+        return cls(LocalEnvPool.of(envs), slots)
+
+    def step(
+        self, actions: Sequence[object], format_kept: Sequence[bool] | None = None
+    ) -> list[int]:
+        """Step every live episode with its action (``actions[k]`` for ``live[k]``); returns
+        the indices in ``records`` of the rows written, in ``live`` order."""
+        if len(actions) != len(self.live):
+            raise ValueError(f"episode driver: {len(actions)} actions for {len(self.live)} live")
+        kept = list(format_kept) if format_kept is not None else [True] * len(actions)
+        results = self.pool.step(self.live, [env_action(action) for action in actions])
+        rows, still_live = [], []
+        for k, index in enumerate(self.live):
+            observation, reward, terminated, truncated, info = results[k]
+            episode = self.episodes[index]
+            valid = action_valid(actions[k], info, kept[k])
+            rows.append(len(self.records))
+            self._record_episode.append(index)
+            self.records.append(
+                step_record(
+                    episode.slot.group,
+                    episode.slot.traj,
+                    self.t,
+                    reward,
+                    episode.info,
+                    info,
+                    valid,
+                )
+            )
+            episode.history.append(history_step(episode.observation, info))
+            episode.steps += 1
+            episode.total += float(reward)
+            episode.invalid += not valid
+            episode.non_string += not isinstance(actions[k], str)
+            episode.observation, episode.info = observation, info
+            if terminated or truncated:
+                episode.done = True
+                self.finished.append(index)
+            else:
+                still_live.append(index)
+        self.live = still_live
+        self.t += 1
+        if not self.live:
+            self._mark_success()
+        return rows
+
+    def _mark_success(self) -> None:
+        success = [bool(episode.info["won"]) for episode in self.episodes]
+        for record, index in zip(self.records, self._record_episode, strict=True):
+            record["success"] = success[index]
+
+
+def play(
+    envs: Sequence[TextAgentEnv[Any]],
+    slots: Sequence[EpisodeSlot],
+    agents: Sequence[Agent],
+    agent_seeds: Sequence[int],
+) -> Lockstep:
+    """Play one episode per env with agents until all end; returns the finished driver.
+
+    Agent ``i`` is told ``begin_episode(envs[i], agent_seeds[i])`` after the reset. Each step
+    every live agent answers ``act(observation, info)`` (``act(observation, info, history)`` for
+    an agent whose ``reads_history`` is true: the driver's history, not its own), then all step.
+
+    Example:
+        >>> from agentbench_rl.agents.simple import ExpertAgent
+        >>> from agentbench_rl.envs import make
+        >>> slot = EpisodeSlot("test-0003", episode_seed(0, "test-0003"))
+        >>> lock = play([make("sokoban", split="test")], [slot], [ExpertAgent()], [slot.seed])
+        >>> lock.episodes[0].outcome()["success"]
+        True
+    """
+    lock = Lockstep.of_envs(envs, slots)
+    for env, agent, seed in zip(envs, agents, agent_seeds, strict=True):
+        agent.begin_episode(env, seed)
+    while lock.live:
+        actions: list[object] = []
+        for index in lock.live:
+            episode, agent = lock.episodes[index], agents[index]
+            if getattr(agent, "reads_history", False):
+                actions.append(agent.act(episode.observation, episode.info, episode.history))  # type: ignore[call-arg]
+            else:
+                actions.append(agent.act(episode.observation, episode.info))
+        kept = [agent_format_kept(agents[i], a) for i, a in zip(lock.live, actions, strict=True)]
+        lock.step(actions, kept)
+    return lock
