@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
@@ -31,8 +30,9 @@ from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import GuardedAgent, run_guarded
+from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
 from agentbench_rl.harness.journal import ResultsLock, read_journal
-from agentbench_rl.harness.provenance import data_fingerprint, record_agent
+from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.sampling import stratified_sample, task_categories
 from agentbench_rl.harness.stats import summarize
@@ -211,21 +211,6 @@ def _run_jobs(
         yield from pool.imap_unordered(_worker_episode, jobs, chunksize=4)
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(agentbench_rl.__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _prepare_folder(
     config: EvalConfig, out: Path, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
@@ -372,6 +357,7 @@ def _evaluate_in(
     )
     write_episodes(episodes, out / f"episodes.{config.episodes_format}")
 
+    origin = provenance(config.agent)
     summary: dict[str, Any] = {
         "env": config.env,
         "split": config.split,
@@ -384,7 +370,8 @@ def _evaluate_in(
         "non_string_actions": sum(int(row.get("non_string_actions", 0)) for row in rows),
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
-        "git_commit": _git_commit(),
+        "git_commit": origin.pop("git_commit"),
+        "provenance": origin,
         "agent_fingerprint": fingerprint,
     }
     data = data_fingerprint(config.env, env, config.split)

@@ -1,89 +1,114 @@
-"""What a results folder was made with, beyond its config: the agent's and the data's fingerprints.
+"""Where a result came from: the package's own commit and whether its tree was dirty, the
+versions of the libraries that shape the numbers, and a fingerprint of evaluated weights.
 
-``--resume`` continues a run only with the agent that started it; the fingerprint of
-:func:`agentbench_rl.agents.fingerprint.agent_fingerprint` is written to ``agent.json`` when the
-run starts and compared on every resume, so episodes of two versions of an agent never mix.
-
-The data an env reads from outside the package (ALFWorld's game files, WebShop's catalogue) are
-fingerprinted too (:func:`data_fingerprint`), with whether the fingerprint equals the one the
-package pins: a run on modified data (``--allow-modified-games``) says so in ``summary.json``
-and on the leaderboard.
+Results (``summary.json``), training metrics and checkpoints record these, so two validations of
+one run (different weights, same agent spec and config) can be told apart, and a result made
+from uncommitted code says so.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
+import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from agentbench_rl.agents.fingerprint import agent_fingerprint
-from agentbench_rl.core.hashing import sha256_file, stable_hash
-from agentbench_rl.harness.results import atomic_write_text
+import agentbench_rl
 
-AGENT_FILE = "agent.json"
+PACKAGE_DIR = Path(agentbench_rl.__file__).resolve().parent
+LIBRARIES = ("numpy", "torch", "transformers")
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
-def record_agent(out: Path, spec: str) -> str:
-    """Write (fresh run) or check (resumed run) ``out/agent.json``; return the fingerprint.
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
-    Raises:
-        ValueError: the folder holds episodes of a different agent.
+
+def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
+    """The commit of the repository the package's source lives in, and whether its tracked
+    files differ from that commit; both ``None`` when the package is not a checkout of its own
+    repository (an installed wheel, or a copy inside some other repository, such as a
+    virtual environment in the user's project, whose commit says nothing about this code).
 
     Example:
-        >>> import tempfile
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> record_agent(folder, "random") == record_agent(folder, "random")
-        True
+        >>> sorted(package_revision())
+        ['git_commit', 'git_dirty']
     """
-    fingerprint = agent_fingerprint(spec)
-    path = out / AGENT_FILE
-    if path.exists():
+    unknown: dict[str, Any] = {"git_commit": None, "git_dirty": None}
+    package_dir = Path(package_dir).resolve()
+    top = _git(["rev-parse", "--show-toplevel"], package_dir)
+    if top is None or Path(top).resolve() != package_dir.parent:
+        return unknown
+    tracked = _git(["ls-files", "--", "__init__.py"], package_dir)
+    commit = _git(["rev-parse", "HEAD"], package_dir)
+    if not tracked or not commit:
+        return unknown
+    status = _git(["status", "--porcelain", "--untracked-files=no"], package_dir.parent)
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions of numpy, torch and transformers (``None`` when absent).
+
+    Example:
+        >>> sorted(library_versions())
+        ['numpy', 'torch', 'transformers']
+    """
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
         try:
-            stored = json.loads(path.read_text("utf-8")).get("fingerprint")
-        except (json.JSONDecodeError, AttributeError):
-            raise ValueError(f"{path}: not a JSON object; remove it to start over") from None
-        if stored != fingerprint:
-            raise ValueError(
-                f"--resume: the agent {spec} changed since {out} was started (fingerprint "
-                f"{fingerprint}, was {stored}); its episodes would mix two agents: "
-                "restore the agent or choose another --out"
-            )
-        return fingerprint
-    out.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"agent": spec, "fingerprint": fingerprint}, indent=1) + "\n"
-    atomic_write_text(path, text)
-    return fingerprint
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
 
 
-def data_fingerprint(env_name: str, env: Any, split: str) -> dict[str, Any] | None:
-    """``{"fingerprint": ..., "pinned": bool}`` of the external data ``env`` plays, else ``None``.
-
-    ALFWorld: the split's manifest checksum recomputed from the installed game files (``pinned``
-    when it equals the shipped manifest's). WebShop: a hash of the data files read, ``pinned``
-    when every file the split manifest pins has its sha256.
+def weights_fingerprint(folder: Path) -> str | None:
+    """A sha256 (first 16 hex digits) over the names and bytes of a model folder's weight files
+    (``*.safetensors``, ``*.bin``); ``None`` when the folder holds none.
 
     Example:
-        >>> from agentbench_rl.envs import make
-        >>> data_fingerprint("sokoban", make("sokoban", split="test"), "test") is None
+        >>> weights_fingerprint(Path("no-such-folder")) is None
         True
     """
-    if env_name == "alfworld":
-        from agentbench_rl.envs.alfworld.data import load_manifest
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    files = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode("utf-8") + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
 
-        manifest = load_manifest(split)
-        games = []
-        for game in manifest.games:
-            path = Path(env.data_dir) / game.path
-            games.append([game.task_id, sha256_file(path) if path.is_file() else "missing"])
-        fingerprint = stable_hash({"split": split, "games": games})
-        return {"fingerprint": fingerprint, "pinned": fingerprint == manifest.checksum}
-    if env_name == "webshop":
-        from agentbench_rl.envs.webshop.world import shipped_manifest
 
-        files = dict(env.world.catalogue.files)
-        pinned = shipped_manifest()["data_sha256"]
-        return {
-            "fingerprint": stable_hash(sorted(files.items())),
-            "pinned": all(files.get(name) == sha for name, sha in pinned.items()),
-        }
-    return None
+def agent_weights_fingerprint(agent: str) -> str | None:
+    """The weights fingerprint of an ``hf:<local folder>`` agent spec (else ``None``).
+
+    Example:
+        >>> agent_weights_fingerprint("random") is None
+        True
+    """
+    if not agent.startswith("hf:"):
+        return None
+    target = agent.removeprefix("hf:").partition("?")[0]
+    return weights_fingerprint(Path(target))
+
+
+def provenance(agent: str | None = None) -> dict[str, Any]:
+    """Everything above in one mapping (what ``summary.json`` records as ``provenance``)."""
+    record: dict[str, Any] = {**package_revision(), "versions": library_versions()}
+    if agent is not None:
+        record["agent_weights"] = agent_weights_fingerprint(agent)
+    return record

@@ -71,7 +71,7 @@ RUN_FIELDS = (
     "git_commit",
 )
 #: Run fields a summary may carry (newer harness versions) that are not recomputed from episodes.
-OPTIONAL_RUN_FIELDS = ("non_string_actions", "agent_fingerprint", "data")
+OPTIONAL_RUN_FIELDS = ("non_string_actions", "provenance", "agent_fingerprint", "data")
 
 
 class SubmissionError(ValueError):
