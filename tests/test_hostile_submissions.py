@@ -21,6 +21,7 @@ from submission_helpers import (
     write_json,
 )
 
+from agentbench_rl.envs import env_class
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
@@ -147,6 +148,22 @@ def test_webshop_categories_must_be_the_goals_own(
     first = int(episodes.index[rows][0]) + 2  # header line, then rows from line 2
     assert message.startswith(f"episodes.csv line {first}: category ")
     assert message.endswith('of task test-00000 is not the env\'s ("garden")')
+
+
+def test_an_env_without_a_category_map_gets_its_categories_form_checked(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As an env registered without a manifest of categories (every built-in env has one).
+    monkeypatch.setattr(env_class("sokoban"), "task_categories", classmethod(lambda cls, s: None))
+    folder = copy_of(base, tmp_path / "s")
+    episodes = episodes_of(folder)
+    episodes.loc[episodes["task_id"] == "val-0000", "category"] = "easy\n| injected | row |"
+    write_episodes(folder, episodes)
+    assert rejection(folder) == "episodes.csv line 2: category must be one line of printable text"
+    episodes.loc[episodes["task_id"] == "val-0000", "category"] = "invented"
+    write_episodes(folder, episodes)
+    # Of one line, an unknown category passes the category check: only the figures differ.
+    assert rejection(folder).startswith("summary.json: per_category.")
 
 
 def test_the_webshop_reference_submission_validates(webshop_reference: Path) -> None:
