@@ -59,6 +59,16 @@ def eval_command(
         list[int] | None, typer.Option(help="Seeds; repeat or list: --seeds 0 1 2.")
     ] = None,
     workers: Annotated[int, typer.Option(help="Episode worker processes.")] = 1,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Episodes stepped in lockstep per worker, one agent call per step "
+            "(hf: agents answer them in one forward). Default: the concurrency."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(help="openai: agents: requests in flight at most.")
+    ] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks (quick look).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUT.")] = False,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
@@ -92,7 +102,15 @@ def eval_command(
         if out is None:
             agent_label = agent.replace(":", "_").replace("/", "_")
             out = Path("results") / f"{config.env}-{split}-{agent_label}"
-        summary = evaluate(config, out, workers=workers, resume=resume, console=console)
+        summary = evaluate(
+            config,
+            out,
+            workers=workers,
+            resume=resume,
+            console=console,
+            batch_size=batch_size,
+            concurrency=concurrency,
+        )
     except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
         _fail(str(problem))
         return

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentbench_rl.agents.prompting import HistoryStep
 from agentbench_rl.envs.base import TextAgentEnv
 
 
@@ -28,3 +30,33 @@ class Agent(Protocol):
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
         """The raw action text for this step."""
+
+
+@runtime_checkable
+class BatchAgent(Protocol):
+    """An agent that answers a whole batch of episodes per call (``eval --batch-size N``).
+
+    The episode driver calls ``begin_episodes(envs, seeds)`` once per batch, after the resets
+    (row ``i`` of the batch plays ``envs[i]`` with episode seed ``seeds[i]``), then, every step,
+    ``act_batch(observations, infos, rows=..., histories=...)`` for the rows still running:
+    ``rows[k]`` says which episode of the batch ``observations[k]`` belongs to, and
+    ``histories[k]`` is that episode's past steps. An episode's answers must depend only on its
+    own row (its seed, observations and history), never on its neighbours, so that results are
+    the same whatever the batch size. ``reads_history`` and ``answer_format`` mean what they
+    mean for :class:`Agent`.
+    """
+
+    name: str
+
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """Prepare for a batch of new episodes (already reset)."""
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[Any]:
+        """The raw action text of every row."""

@@ -6,8 +6,15 @@ to ``<base_url>/chat/completions`` and hands the answer to the env, which extrac
 ``<action>...</action>``. Options after the model name: ``#model?temperature=0.7&history=2&
 max_tokens=512``. The API key is read from ``$OPENAI_API_KEY`` (or the variable named by the
 ``api_key_env`` option); requests that fail to connect, time out, or get 429/5xx are retried
-with exponential backoff. The server is asked for its model list when the agent is built, so an
-unreachable URL fails at once with one line.
+with exponential backoff, waiting at least what a ``Retry-After`` header asks. The server is
+asked for its model list when the agent is built, so an unreachable URL fails at once with one
+line.
+
+It is a batched agent: ``act_batch`` sends one request per live episode, up to ``concurrency``
+at once (threads: each request is a blocking ``urllib`` call that releases the GIL while it
+waits; ``eval --concurrency C`` sets it). Every request carries its own seed, (episode seed +
+step), and answers are matched to their rows, so the results are the same whatever the batch
+size and concurrency.
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -52,6 +61,29 @@ def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
         accepted = ", ".join(OPTIONS)
         raise ValueError(f"agent '{spec}': unknown option(s) {', '.join(unknown)} ({accepted=})")
     return base_url.rstrip("/"), model, options
+
+
+def retry_after(value: str | None, now: float | None = None, cap: float = 60.0) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (delay seconds or an HTTP date), capped at
+    ``cap``; 0 when absent or unreadable.
+
+    Example:
+        >>> retry_after("2"), retry_after(None), retry_after("soon")
+        (2.0, 0.0, 0.0)
+        >>> retry_after("Thu, 01 Jan 1970 00:00:10 GMT", now=4.0)
+        6.0
+    """
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError, IndexError):
+            return 0.0
+        seconds = when - (time.time() if now is None else now)
+    return min(cap, max(0.0, seconds))
 
 
 class ChatClient:
@@ -89,10 +121,11 @@ class ChatClient:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        problem = ""
+        problem, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                self.sleep(min(8.0, self.backoff * 2 ** (attempt - 1)))
+                self.sleep(max(asked, min(8.0, self.backoff * 2 ** (attempt - 1))))
+            asked = 0.0
             request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
                 with urllib.request.urlopen(request, timeout=self.timeout) as response:
@@ -100,6 +133,7 @@ class ChatClient:
             except urllib.error.HTTPError as error:
                 body = error.read().decode("utf-8", "replace")[:200]
                 problem = f"HTTP {error.code}: {body}"
+                asked = retry_after(error.headers.get("Retry-After"))
                 if error.code not in RETRY_STATUS:
                     raise ServerError(f"{method} {url} failed with {problem}") from None
             except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
@@ -137,29 +171,64 @@ class OpenAIAgent:
             self.client.request("GET", "/models")
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
-        self._env_name = ""
-        self._seed = 0
+        self._env_names: list[str] = []
+        self._seeds: list[int] = []
+        #: Requests in flight at most (``eval --concurrency``).
+        self.concurrency = 1
 
     #: The episode driver passes the history and holds answers to the papers' format.
     reads_history = True
     answer_format = "generate"
 
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """Remember the env; the episode seed goes to the server with every request."""
-        self._env_name = env.env_name
-        self._seed = seed
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """Remember each row's env; its episode seed goes to the server with every request."""
+        self._env_names = [env.env_name for env in envs]
+        self._seeds = list(seeds)
 
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        prompt = build_prompt(
-            self._env_name, observation, history, info["admissible_actions"], self.prompt
-        )
+    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
+        """One episode: the batch of one."""
+        self.begin_episodes([env], [seed])
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[str]:
+        """Every row's answer: one request per row, up to ``concurrency`` at once."""
+        requests = [
+            (
+                build_prompt(
+                    self._env_names[row],
+                    observation,
+                    history,
+                    info["admissible_actions"],
+                    self.prompt,
+                ),
+                (self._seeds[row] + len(history)) % 2**31,
+            )
+            for row, observation, info, history in zip(
+                rows, observations, infos, histories, strict=True
+            )
+        ]
+        if self.concurrency <= 1 or len(requests) <= 1:
+            return [self._ask(prompt, seed) for prompt, seed in requests]
+        with ThreadPoolExecutor(min(self.concurrency, len(requests))) as pool:
+            return list(pool.map(lambda request: self._ask(*request), requests))
+
+    def _ask(self, prompt: str, seed: int) -> str:
         return self.client.chat(
             self.model,
             prompt,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
-            seed=(self._seed + len(history)) % 2**31,
+            seed=seed,
         )
+
+    def act(
+        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
+    ) -> str:
+        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
+        return self.act_batch([observation], [info], rows=[0], histories=[history])[0]
