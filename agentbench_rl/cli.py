@@ -319,6 +319,37 @@ def bench_learning(
         _fail(str(problem))
 
 
+@bench_app.command("eval")
+def bench_eval(
+    levels: Annotated[int, typer.Option(help="Sokoban val levels the hf: agent plays.")] = 200,
+    batch_size: Annotated[int, typer.Option(help="hf: episodes per lockstep batch.")] = 50,
+    episodes: Annotated[int, typer.Option(help="Episodes the openai: agent plays.")] = 64,
+    concurrency: Annotated[int, typer.Option(help="openai: requests in flight.")] = 32,
+    latency_ms: Annotated[float, typer.Option(help="Server latency per request.")] = 50.0,
+    max_steps: Annotated[int, typer.Option(help="openai: episodes' step limit.")] = 10,
+    repeats: Annotated[int, typer.Option(help="Alternating runs of each side.")] = 3,
+) -> None:
+    """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""
+    try:
+        from agentbench_rl.bench.eval import run as run_eval
+    except ImportError as problem:
+        _fail(f"{problem}; pip install 'agentbench-rl[train]'")
+        return
+    try:
+        run_eval(
+            Console(),
+            levels=levels,
+            batch_size=batch_size,
+            episodes=episodes,
+            concurrency=concurrency,
+            latency=latency_ms / 1000,
+            max_steps=max_steps,
+            repeats=repeats,
+        )
+    except ValueError as problem:
+        _fail(str(problem))
+
+
 @bench_app.command("train")
 def bench_train(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,

@@ -175,6 +175,8 @@ class OpenAIAgent:
         self._seeds: list[int] = []
         #: Requests in flight at most (``eval --concurrency``).
         self.concurrency = 1
+        self._pool: ThreadPoolExecutor | None = None  # made on the first concurrent batch
+        self._pool_size = 0
 
     #: The episode driver passes the history and holds answers to the papers' format.
     reads_history = True
@@ -215,8 +217,12 @@ class OpenAIAgent:
         ]
         if self.concurrency <= 1 or len(requests) <= 1:
             return [self._ask(prompt, seed) for prompt, seed in requests]
-        with ThreadPoolExecutor(min(self.concurrency, len(requests))) as pool:
-            return list(pool.map(lambda request: self._ask(*request), requests))
+        if self._pool is None or self._pool_size != self.concurrency:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="openai-agent")
+            self._pool_size = self.concurrency
+        return list(self._pool.map(lambda request: self._ask(*request), requests))
 
     def _ask(self, prompt: str, seed: int) -> str:
         return self.client.chat(
