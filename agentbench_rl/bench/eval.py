@@ -62,7 +62,9 @@ class LatencyChatServer(ThreadingHTTPServer):
     def __init__(self, latency: float) -> None:
         super().__init__(("127.0.0.1", 0), _ChatHandler)
         self.latency = latency
-        self.requests = 0
+        self.requests = 0  # answered so far
+        self.in_flight = 0
+        self.peak = 0  # the most requests served at once
         self._count = threading.Lock()
 
     @property
@@ -71,7 +73,7 @@ class LatencyChatServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def answer(self, payload: dict[str, Any]) -> str:
-        """The answer to one chat request."""
+        """The answer to one chat request (after the latency)."""
         with self._count:
             self.requests += 1
         prompt = str(payload["messages"][-1]["content"])
@@ -102,8 +104,14 @@ class _ChatHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         payload = json.loads(self.rfile.read(length))
-        time.sleep(self.server.latency)
-        content = self.server.answer(payload)
+        server = self.server
+        with server._count:
+            server.in_flight += 1
+            server.peak = max(server.peak, server.in_flight)
+        time.sleep(server.latency)
+        with server._count:
+            server.in_flight -= 1
+        content = server.answer(payload)
         self._send({"choices": [{"message": {"role": "assistant", "content": content}}]})
 
 
