@@ -326,7 +326,9 @@ def bench_eval(
     episodes: Annotated[int, typer.Option(help="Episodes the openai: agent plays.")] = 64,
     concurrency: Annotated[int, typer.Option(help="openai: requests in flight.")] = 32,
     latency_ms: Annotated[float, typer.Option(help="Server latency per request.")] = 50.0,
-    max_steps: Annotated[int, typer.Option(help="openai: episodes' step limit.")] = 10,
+    max_steps: Annotated[
+        int | None, typer.Option(help="openai: episodes' step limit (default: the env's).")
+    ] = None,
     repeats: Annotated[int, typer.Option(help="Alternating runs of each side.")] = 3,
 ) -> None:
     """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""

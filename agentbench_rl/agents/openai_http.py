@@ -19,16 +19,16 @@ size and concurrency.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
 from agentbench_rl.envs.base import TextAgentEnv
@@ -89,12 +89,18 @@ def retry_after(value: str | None, now: float | None = None, cap: float = 60.0) 
 class ChatClient:
     """A minimal OpenAI-compatible chat client (standard library only) with retries.
 
+    Each thread keeps one persistent (keep-alive) connection to the server, so concurrent
+    requests do not pay a TCP handshake each; a kept connection the server has closed is
+    reopened at once, without counting as a failure. (Proxy variables are not read: the
+    client talks to the base URL directly.)
+
     Args:
         base_url: e.g. ``http://127.0.0.1:8000/v1``.
         api_key: sent as ``Authorization: Bearer``; ``None`` sends none.
         timeout: seconds per request.
         retries: attempts after the first one.
-        backoff: first wait in seconds, doubled after every failure (capped at 8 s).
+        backoff: first wait in seconds, doubled after every failure (capped at 8 s); a
+            ``Retry-After`` header asking for longer is honoured (up to 60 s).
         sleep: the wait function (tests pass a fake one).
     """
 
@@ -113,6 +119,49 @@ class ChatClient:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
+        parts = urlsplit(self.base_url)
+        self._https = parts.scheme == "https"
+        self._host = parts.netloc
+        self._prefix = parts.path
+        self._local = threading.local()
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection, and whether it was used before."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection, True
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = kind(self._host, timeout=self.timeout)
+        self._local.connection = connection
+        return connection, False
+
+    def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str | None, bytes]:
+        """One exchange: status, ``Retry-After`` and body (``OSError`` when the connection
+        fails; a reused connection the server closed is reopened once)."""
+        for _ in range(2):
+            connection, reused = self._connection()
+            try:
+                connection.request(method, self._prefix + path, body=data, headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                connection.close()
+                self._local.connection = None
+                stale = isinstance(
+                    error, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+                )
+                if reused and stale:
+                    continue
+                if isinstance(error, http.client.HTTPException):
+                    raise ConnectionError(str(error) or type(error).__name__) from None
+                raise
+            if response.will_close:
+                connection.close()
+                self._local.connection = None
+            return response.status, response.getheader("Retry-After"), body
+        raise ConnectionError("the server closed the connection")
 
     def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         """Send one request (with retries) and return the decoded JSON answer."""
@@ -126,18 +175,20 @@ class ChatClient:
             if attempt:
                 self.sleep(max(asked, min(8.0, self.backoff * 2 ** (attempt - 1))))
             asked = 0.0
-            request = urllib.request.Request(url, data=data, headers=headers, method=method)
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read().decode("utf-8"))
-            except urllib.error.HTTPError as error:
-                body = error.read().decode("utf-8", "replace")[:200]
-                problem = f"HTTP {error.code}: {body}"
-                asked = retry_after(error.headers.get("Retry-After"))
-                if error.code not in RETRY_STATUS:
-                    raise ServerError(f"{method} {url} failed with {problem}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-                problem = str(getattr(error, "reason", error))
+                status, wait, body = self._send(method, path, data, headers)
+            except OSError as error:  # refused, reset, timed out, unknown host
+                problem = str(error) or type(error).__name__
+                continue
+            if status < 400:
+                try:
+                    return json.loads(body.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    raise ServerError(f"{method} {url}: the answer is not JSON") from None
+            problem = f"HTTP {status}: {body.decode('utf-8', 'replace')[:200]}"
+            asked = retry_after(wait)
+            if status not in RETRY_STATUS:
+                raise ServerError(f"{method} {url} failed with {problem}")
         raise ServerError(f"cannot reach {url} after {self.retries + 1} attempts (last: {problem})")
 
     def chat(self, model: str, prompt: str, **sampling: Any) -> str:

@@ -85,7 +85,8 @@ class LatencyChatServer(ThreadingHTTPServer):
 
 class _ChatHandler(BaseHTTPRequestHandler):
     server: LatencyChatServer
-    protocol_version = "HTTP/1.1"
+    protocol_version = "HTTP/1.1"  # keep-alive, as real servers
+    disable_nagle_algorithm = True  # headers and body go out at once (as uvicorn's do)
 
     def log_message(self, format: str, *args: Any) -> None:  # no access log on the console
         pass
@@ -160,6 +161,15 @@ def _alternate(sides: dict[str, Callable[[], Any]], repeats: int) -> dict[str, f
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def _warm_levels(levels: int) -> None:
+    """Build the Sokoban val levels of this process before any timing (the first reset builds
+    the split's levels; neither side should pay it)."""
+    from agentbench_rl.envs import env_class, make
+
+    task = env_class("sokoban").task_ids("val")[: max(1, levels)][-1]
+    make("sokoban", split="val").reset(seed=0, options={"task_id": task})
+
+
 def save_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
     """The trainer's tiny Sokoban model (``choose`` mode, untrained) saved as an ``hf:`` folder."""
     from agentbench_rl.models.tiny import build_tiny
@@ -189,6 +199,7 @@ def measure_hf(levels: int, batch_size: int, repeats: int, work: Path) -> dict[s
     policy = load_saved_policy(str(folder), {"device": "cpu"})
     policy.forward_batch_size = batch_size
     runs = iter(range(10**6))
+    _warm_levels(levels)
 
     def harness() -> None:
         evaluate(config, work / f"harness-{next(runs)}", batch_size=batch_size)
@@ -204,7 +215,12 @@ def measure_hf(levels: int, batch_size: int, repeats: int, work: Path) -> dict[s
 
 
 def measure_openai(
-    episodes: int, concurrency: int, latency: float, max_steps: int, repeats: int, work: Path
+    episodes: int,
+    concurrency: int,
+    latency: float,
+    max_steps: int | None,
+    repeats: int,
+    work: Path,
 ) -> dict[str, float]:
     """Seconds for the ``openai:`` agent to play ``episodes`` Sokoban val episodes against a
     :class:`LatencyChatServer`, at ``concurrency`` and at 1; checks both wrote the same file."""
@@ -220,6 +236,7 @@ def measure_openai(
         )
         runs = iter(range(10**6))
         folders: dict[str, Path] = {}
+        _warm_levels(episodes)
 
         def run(name: str, c: int) -> Callable[[], None]:
             def side() -> None:
@@ -247,7 +264,7 @@ def run(
     episodes: int = 64,
     concurrency: int = 32,
     latency: float = 0.05,
-    max_steps: int = 10,
+    max_steps: int | None = None,
     repeats: int = 3,
 ) -> dict[str, float]:
     """Measure both ratios, print them as a table and return the figures."""
