@@ -39,6 +39,18 @@ class OddRandom:
         return self.rng.choice(info["admissible_actions"])
 """
 
+# A user's batched agent: one seeded stream per row, reseeded at every batch.
+BATCH_AGENT = """
+import random
+
+class RowRandom:
+    name = "row-random"
+    def begin_episodes(self, envs, seeds):
+        self.rngs = [random.Random(seed) for seed in seeds]
+    def act_batch(self, observations, infos, *, rows, histories):
+        return [self.rngs[row].choice(info["admissible_actions"]) for row, info in zip(rows, infos)]
+"""
+
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {name: (folder / name).read_bytes() for name in ("episodes.csv", "summary.json")}
@@ -47,14 +59,15 @@ def _files(folder: Path) -> dict[str, bytes]:
 @pytest.fixture
 def odd_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "odd_agent.py").write_text(ODD_AGENT)
+    (tmp_path / "batch_agent.py").write_text(BATCH_AGENT)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{REPO_ROOT}")
     return "python:odd_agent:OddRandom"
 
 
-@pytest.mark.parametrize("agent", ["random", "expert", "odd"])
+@pytest.mark.parametrize("agent", ["random", "expert", "odd", "batched"])
 def test_batches_write_the_sequential_bytes(agent: str, odd_agent: str, tmp_path: Path) -> None:
-    spec = odd_agent if agent == "odd" else agent
+    spec = {"odd": odd_agent, "batched": "python:batch_agent:RowRandom"}.get(agent, agent)
     config = EvalConfig(env="sokoban", split="test", agent=spec, seeds=[0, 1], limit=7)
     sequential = evaluate(config, tmp_path / "sequential")
     if agent == "odd":
