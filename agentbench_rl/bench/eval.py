@@ -170,21 +170,27 @@ def _warm_levels(levels: int) -> None:
     make("sokoban", split="val").reset(seed=0, options={"task_id": task})
 
 
-def save_tiny_checkpoint(folder: Path, seed: int = 0) -> Path:
-    """The trainer's tiny Sokoban model (``choose`` mode, untrained) saved as an ``hf:`` folder."""
+def save_tiny_checkpoint(folder: Path, seed: int = 0, tiny: Any = None) -> Path:
+    """The trainer's tiny Sokoban model (``choose`` mode, untrained; ``tiny``: a
+    ``TinyModelConfig`` other than the trainer's) saved as an ``hf:`` folder."""
     from agentbench_rl.models.tiny import build_tiny
     from agentbench_rl.train.config import TrainConfig
     from agentbench_rl.train.ppo import make_policy
 
     config = TrainConfig(env="sokoban", action_mode="choose")
-    model, tokenizer = build_tiny("sokoban", {}, config.prompt_config(), config.tiny, seed)
+    size = tiny if tiny is not None else config.tiny
+    model, tokenizer = build_tiny("sokoban", {}, config.prompt_config(), size, seed)
     make_policy(model, tokenizer, config).save(folder)
     return folder
 
 
-def measure_hf(levels: int, batch_size: int, repeats: int, work: Path) -> dict[str, float]:
-    """Seconds for the harness (``hf:`` agent, ``batch_size``) and the trainer's batched
-    rollout to play the first ``levels`` Sokoban val levels (seed 0)."""
+def measure_hf(
+    levels: int, batch_size: int, repeats: int, work: Path, tiny: Any = None
+) -> dict[str, float]:
+    """Seconds for the harness (``hf:`` agent, ``batch_size``, loading the checkpoint as a user
+    would) and the trainer's batched rollout (the policy already in memory) to play the first
+    ``levels`` Sokoban val levels (seed 0: the same tasks and env seeds; the two draw their
+    samples from different streams)."""
     import torch
 
     from agentbench_rl.envs import env_class
@@ -193,7 +199,7 @@ def measure_hf(levels: int, batch_size: int, repeats: int, work: Path) -> dict[s
     from agentbench_rl.rollout.batched import rollout_groups
     from agentbench_rl.rollout.workers import LocalEnvPool
 
-    folder = save_tiny_checkpoint(work / "tiny")
+    folder = save_tiny_checkpoint(work / "tiny", tiny=tiny)
     config = EvalConfig(env="sokoban", split="val", agent=f"hf:{folder}", limit=levels)
     tasks = env_class("sokoban").task_ids("val")[:levels]
     policy = load_saved_policy(str(folder), {"device": "cpu"})
