@@ -130,10 +130,15 @@ def test_one_batched_call_per_step(saved_policy: Path, tmp_path: Path) -> None:
     assert calls[0] == 4 and len(calls) <= 3  # every live episode in one forward per step
 
 
-def test_vllm_engine_option_is_checked() -> None:
+def test_vllm_engine_option_is_checked(saved_policy: Path) -> None:
     with pytest.raises(ValueError, match="engine must be hf or vllm"):
         parse_spec("hf:x?engine=tgi")
     assert parse_spec("hf:x?engine=vllm")[1] == {"engine": "vllm"}
+    with pytest.raises(ValueError, match="generate mode only"):
+        _ = HFAgent(f"hf:{saved_policy}?engine=vllm").policy  # the saved policy chooses
+    if not torch.cuda.is_available():  # no GPU (or no vLLM): one line, no traceback
+        with pytest.raises(ValueError, match=r"vLLM|GPU"):
+            _ = HFAgent(f"hf:{saved_policy}?engine=vllm&mode=generate").policy
 
 
 @pytest.mark.gpu

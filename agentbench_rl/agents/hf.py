@@ -59,11 +59,14 @@ class HFAgent(PolicyAgent):
         from agentbench_rl.models.policy import load_saved_policy
 
         options = {k: v for k, v in self.options.items() if k != "engine"}
+        vllm = self.options.get("engine", "hf") == "vllm"
+        if vllm:  # torch only tokenizes: its copy of the weights stays off the GPU
+            options.setdefault("device", "cpu")
         try:
             policy = load_saved_policy(self.target, options)
         except ValueError as problem:
             raise ValueError(f"agent '{self.name}': {problem}") from None
-        if self.options.get("engine", "hf") == "hf":
+        if not vllm:
             return policy
         if policy.prompt.mode != "generate":
             raise ValueError(f"agent '{self.name}': engine vllm plays generate mode only")
@@ -71,4 +74,7 @@ class HFAgent(PolicyAgent):
         from agentbench_rl.train.vllm_engine import VLLMActor
 
         engine = TrainConfig(dtype=options.get("dtype", "float32"))
-        return VLLMActor(policy, engine)
+        try:
+            return VLLMActor(policy, engine)
+        except (ImportError, RuntimeError) as problem:  # no vLLM, no GPU
+            raise ValueError(f"agent '{self.name}': {problem}") from None
