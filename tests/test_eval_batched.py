@@ -141,6 +141,40 @@ def test_retry_after_is_honoured() -> None:
     assert waits == [3.0]  # the server's 3 s, not the 0.5 s first backoff
 
 
+class _ClosesSilently(BaseHTTPRequestHandler):
+    """Keep-alive by its protocol, but closes the connection after every answer without
+    saying so (as servers do with idle connections): the client's kept connection goes stale."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+
+def test_a_stale_kept_connection_is_reopened_without_a_retry() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ClosesSilently)
+    Thread(target=server.serve_forever, daemon=True).start()
+    waits: list[float] = []
+    try:
+        client = ChatClient(
+            f"http://127.0.0.1:{server.server_address[1]}/v1", retries=0, sleep=waits.append
+        )
+        answers = [client.chat("m", "hello") for _ in range(3)]  # no retries allowed
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answers == ["ok"] * 3 and waits == []
+
+
 def test_killed_batched_eval_resumes_to_the_sequential_bytes(
     odd_agent: str, tmp_path: Path
 ) -> None:
