@@ -434,19 +434,17 @@ class Policy:
         # One generator for the batch: generate draws from the global torch stream, seeded from
         # it in a fork so the caller's global stream is untouched. One generator per row: the
         # RowSampler draws every token, and generate only keeps it (no sampling of its own).
-        per_row = not isinstance(generator, torch.Generator) and not greedy
-        seed = 0 if per_row or greedy else int(torch.randint(0, 2**62, (1,), generator=generator))  # type: ignore[arg-type]
-        processors = []
-        if per_row:
-            processors.append(
-                RowSampler(
-                    list(generator),  # type: ignore[arg-type]
-                    self.temperature,
-                    self.top_p,
-                    self.tokenizer.eos_token_id,
-                    width,
+        processors: list[RowSampler] = []
+        if isinstance(generator, torch.Generator):
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        else:
+            seed = 0  # unused: greedy, or every draw is the RowSampler's
+            if not greedy:
+                eos = self.tokenizer.eos_token_id
+                processors.append(
+                    RowSampler(list(generator), self.temperature, self.top_p, eos, width)
                 )
-            )
+        per_row = bool(processors)
         sample = not greedy and not per_row
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
