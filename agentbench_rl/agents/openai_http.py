@@ -30,8 +30,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.agents.base import PromptingBatchAgent
+from agentbench_rl.agents.prompting import HistoryStep, PromptConfig
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -201,10 +201,11 @@ class ChatClient:
             raise ServerError(f"unexpected answer from {self.base_url}: {answer!r:.200}") from None
 
 
-class OpenAIAgent:
+class OpenAIAgent(PromptingBatchAgent):
     """An OpenAI-compatible chat model playing the env (see the module docstring)."""
 
     def __init__(self, spec: str, client: ChatClient | None = None) -> None:
+        super().__init__()
         self.name = spec
         self.base_url, self.model, options = parse_spec(spec)
         try:
@@ -222,25 +223,13 @@ class OpenAIAgent:
             self.client.request("GET", "/models")
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
-        self._env_names: list[str] = []
-        self._seeds: list[int] = []
         #: Requests in flight at most (``eval --concurrency``).
         self.concurrency = 1
         self._pool: ThreadPoolExecutor | None = None  # made on the first concurrent batch
         self._pool_size = 0
 
-    #: The episode driver passes the history and holds answers to the papers' format.
-    reads_history = True
+    #: Answers must keep the papers' format (the driver's validity rule).
     answer_format = "generate"
-
-    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
-        """Remember each row's env; its episode seed goes to the server with every request."""
-        self._env_names = [env.env_name for env in envs]
-        self._seeds = list(seeds)
-
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """One episode: the batch of one."""
-        self.begin_episodes([env], [seed])
 
     def act_batch(
         self,
@@ -250,22 +239,14 @@ class OpenAIAgent:
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],
     ) -> list[str]:
-        """Every row's answer: one request per row, up to ``concurrency`` at once."""
-        requests = [
-            (
-                build_prompt(
-                    self._env_names[row],
-                    observation,
-                    history,
-                    info["admissible_actions"],
-                    self.prompt,
-                ),
-                (self._seeds[row] + len(history)) % 2**31,
-            )
-            for row, observation, info, history in zip(
-                rows, observations, infos, histories, strict=True
-            )
+        """Every row's answer: one request per row, up to ``concurrency`` at once, each with
+        its own seed (episode seed + step)."""
+        prompts = self.row_prompts(observations, infos, rows, histories, self.prompt)
+        seeds = [
+            (self.row_seed(row) + len(history)) % 2**31
+            for row, history in zip(rows, histories, strict=True)
         ]
+        requests = list(zip(prompts, seeds, strict=True))
         if self.concurrency <= 1 or len(requests) <= 1:
             return [self._ask(prompt, seed) for prompt, seed in requests]
         if self._pool is None or self._pool_size != self.concurrency:
@@ -283,9 +264,3 @@ class OpenAIAgent:
             max_tokens=self.max_tokens,
             seed=seed,
         )
-
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        return self.act_batch([observation], [info], rows=[0], histories=[history])[0]

@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentbench_rl.agents.prompting import HistoryStep, build_prompt
+from agentbench_rl.agents.base import PromptingBatchAgent
+from agentbench_rl.agents.prompting import HistoryStep
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs.base import TextAgentEnv
 
 
 def step_seed(episode_seed: int, t: int) -> int:
@@ -32,18 +32,14 @@ def step_seed(episode_seed: int, t: int) -> int:
     return seed_from(episode_seed, t) % 2**63
 
 
-class PolicyAgent:
+class PolicyAgent(PromptingBatchAgent):
     """A causal-LM policy as a (batched) agent; see the module docstring."""
 
-    #: The episode driver passes the history (see ``agents.base.Agent``).
-    reads_history = True
-
     def __init__(self, name: str, policy: Any = None, greedy: bool = False) -> None:
+        super().__init__()
         self.name = name
         self._policy: Any = policy
         self._greedy = greedy
-        self._env_names: list[str] = []
-        self._seeds: list[int] = []
 
     def _load(self) -> Any:
         """The policy, for an agent made without one (``HFAgent`` loads it from disk)."""
@@ -61,15 +57,6 @@ class PolicyAgent:
         """The policy's action mode: ``generate`` answers must keep the papers' format."""
         return str(self.policy.prompt.mode)
 
-    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
-        """Remember each row's env and episode seed (the draws are seeded from it)."""
-        self._env_names = [env.env_name for env in envs]
-        self._seeds = list(seeds)
-
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """One episode: the batch of one."""
-        self.begin_episodes([env], [seed])
-
     def act_batch(
         self,
         observations: Sequence[Any],
@@ -81,25 +68,12 @@ class PolicyAgent:
         """Every row's answer, from one batched call of the policy."""
         import torch
 
-        if not self._seeds:
-            raise RuntimeError(f"agent '{self.name}': act called before begin_episode")
-        policy = self.policy
-        admissible = [list(info["admissible_actions"]) for info in infos]
-        prompts = [
-            build_prompt(self._env_names[row], observation, history, actions, policy.prompt)
-            for row, observation, history, actions in zip(
-                rows, observations, histories, admissible, strict=True
-            )
-        ]
         generators = [
-            torch.Generator().manual_seed(step_seed(self._seeds[row], len(history)))
+            torch.Generator().manual_seed(step_seed(self.row_seed(row), len(history)))
             for row, history in zip(rows, histories, strict=True)
         ]
+        policy = self.policy
+        prompts = self.row_prompts(observations, infos, rows, histories, policy.prompt)
+        admissible = [list(info["admissible_actions"]) for info in infos]
         out = policy.act(prompts, admissible, generators, greedy=self._greedy)
         return [str(response) for response in out.responses]
-
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        return self.act_batch([observation], [info], rows=[0], histories=[history])[0]
