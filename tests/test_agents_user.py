@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from agentbench_rl.harness.agent_errors import AgentError
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -94,3 +95,43 @@ def test_agent_exception_names_agent_task_seed_and_type(tmp_path: Path) -> None:
     debug = _run_cli([*args[:-1], "run-debug", "--debug"], tmp_path)
     assert debug.returncode == 2
     assert "Traceback" in debug.stderr and 'raise KeyError("no move' in debug.stderr
+
+
+class _BatchRaisingOnThirdStep:
+    """A batched agent whose third ``act_batch`` call raises."""
+
+    name = "batch-fragile"
+
+    def begin_episodes(self, envs: object, seeds: object) -> None:
+        self.calls = 0
+
+    def act_batch(self, observations, infos, *, rows, histories):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls == 3:
+            raise ValueError("batch went wrong")
+        return [info["admissible_actions"][0] for info in infos]
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_agent_exception_in_a_batch_names_the_row_that_raised(
+    batch_size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "fragile_rows.py").write_text(RAISES_ON_THIRD_STEP)
+    config = EvalConfig(
+        env="sokoban", split="val", agent="python:fragile_rows:Fragile", limit=3, seeds=[2]
+    )
+    with pytest.raises(AgentError) as raised:
+        evaluate(config, tmp_path / "run", batch_size=batch_size)
+    # Every row raises on its third step; row 0 (the first task) answers first.
+    assert (raised.value.task_id, raised.value.seed) == (config.tasks()[0], 2)
+    assert raised.value.kind == "KeyError" and "no move" in raised.value.detail
+
+
+def test_batched_agent_exception_names_a_live_task_of_the_batch(tmp_path: Path) -> None:
+    config = EvalConfig(env="sokoban", split="val", agent="random", limit=3, seeds=[5])
+    with pytest.raises(AgentError) as raised:
+        evaluate(config, tmp_path / "run", agent=_BatchRaisingOnThirdStep(), batch_size=3)  # type: ignore[arg-type]
+    assert raised.value.task_id in config.tasks() and raised.value.seed == 5
+    assert (raised.value.kind, raised.value.detail) == ("ValueError", "batch went wrong")
+    assert "batch went wrong" in raised.value.trace

@@ -48,6 +48,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     (r"^ray start|verl", "verl"),
     # A 1.5B model needs a GPU; the trainer is tested on the tiny model (tests/test_train_*).
     (r"--config baselines/alfworld-qwen2\.5-1\.5b\.yaml", "gpu"),
+    # vLLM needs a GPU; batched hf: agents are tested on a tiny model (tests/test_agents_hf.py).
+    (r"engine=vllm", "gpu"),
     # A model behind a real server; the agent is tested on a local one (test_agents_openai_http).
     (r"--agent \"openai:", "served"),
     (r"^agentbench-rl leaderboard serve", "slow-serve"),

@@ -31,6 +31,14 @@ def test_recorded_steps_replay_to_the_same_observations_and_rewards(tmp_path: Pa
     # Recording changes nothing the harness computes.
     plain_csv = (tmp_path / "plain" / "episodes.csv").read_text()
     assert (tmp_path / "recorded" / "episodes.csv").read_text() == plain_csv
+    # Played in lockstep batches, every env of a batch records its own episode, byte for byte.
+    evaluate(recorded, tmp_path / "batched", batch_size=3)
+    assert (tmp_path / "batched" / "episodes.csv").read_text() == plain_csv
+    trajectories = sorted((tmp_path / "recorded" / "trajectories").rglob("*.json"))
+    assert len(trajectories) == 8
+    for path in trajectories:
+        name = path.relative_to(tmp_path / "recorded")
+        assert (tmp_path / "batched" / name).read_bytes() == path.read_bytes()
     records = read_episodes(tmp_path / "recorded")
     assert len(records) == 8
     for record in records:

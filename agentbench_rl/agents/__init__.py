@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
@@ -25,10 +25,12 @@ def load_agent(spec: str) -> Agent:
     """Build the agent a spec names.
 
     ``python:package.module:attribute`` imports either a callable ``(observation, info) -> str``
-    or an object with ``act(observation, info)`` (and optionally ``begin_episode(env, seed)``);
-    a class is instantiated without arguments first. The working directory is importable, as
-    with ``python -m``, so ``python:my_module:my_policy`` finds ``./my_module.py`` in the main
-    process and in every worker (workers build their agent through this function too).
+    or an object with ``act(observation, info)`` (and optionally ``begin_episode(env, seed)``),
+    or a batched agent (``begin_episodes`` and ``act_batch``: see
+    :class:`~agentbench_rl.agents.base.BatchAgent`); a class is instantiated without arguments
+    first. The working directory is importable, as with ``python -m``, so
+    ``python:my_module:my_policy`` finds ``./my_module.py`` in the main process and in every
+    worker (workers build their agent through this function too).
 
     Example:
         >>> load_agent("random").name
@@ -73,6 +75,12 @@ def load_agent(spec: str) -> Agent:
                 raise ValueError(f"agent '{spec}': module '{module_name}' has no '{attribute}'")
             target = getattr(target, name)
         policy: Any = target() if isinstance(target, type) else target
+        if callable(getattr(policy, "act_batch", None)) and callable(
+            getattr(policy, "begin_episodes", None)
+        ):
+            if not isinstance(getattr(policy, "name", None), str):
+                policy.name = spec
+            return cast(Agent, policy)  # a batched agent plays as it is (see BatchAgent)
         act = getattr(policy, "act", None)
         hook = getattr(policy, "begin_episode", None)
         return CallableAgent(act if callable(act) else policy, name=spec, on_episode=hook)

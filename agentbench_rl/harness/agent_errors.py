@@ -2,21 +2,22 @@
 
 The agent is user code; whatever it raises (``ValueError``, ``KeyError``, a CUDA error) must not
 be mistaken for a harness error nor be reported without saying where it happened. The harness
-wraps the agent in :class:`GuardedAgent`, which marks anything the agent raises, and runs each
-episode through :func:`run_guarded`, which turns the mark into an :class:`AgentError` carrying the
-task and seed. Exceptions of the env or the harness pass through unchanged. The traceback travels
-as text, so an error raised in a worker process reaches the command intact (``--debug`` prints it).
+wraps the agent in :class:`GuardedAgent` (a batched agent in :class:`GuardedBatchAgent`), which
+marks anything the agent raises as :class:`AgentRaised`; the batch player
+(:class:`~agentbench_rl.harness.evaluate.BatchPlayer`) turns the mark into an :class:`AgentError`
+carrying the task and seed of the row that raised (for a batched agent, of a live episode).
+Exceptions of the env or the harness pass through unchanged. The traceback travels as text, so
+an error raised in a worker process reaches the command intact (``--debug`` prints it).
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any, cast
 
+from agentbench_rl.agents.prompting import HistoryStep
 from agentbench_rl.envs.base import TextAgentEnv
-
-T = TypeVar("T")
 
 
 class AgentError(RuntimeError):
@@ -49,13 +50,19 @@ class AgentError(RuntimeError):
         )
 
 
-class _AgentRaised(Exception):
-    """Internal mark: the wrapped agent raised ``original`` (with its traceback text)."""
+class AgentRaised(Exception):
+    """The mark of a guarded agent: it raised ``original`` (with its traceback text); ``row``
+    is the batch row whose agent raised, where one agent plays one row."""
 
-    def __init__(self, original: BaseException) -> None:
+    def __init__(self, original: BaseException, row: int | None = None) -> None:
         super().__init__(original)
-        self.original = original
+        self.original, self.row = original, row
         self.trace = "".join(traceback.format_exception(original))
+
+    def error(self, agent: str, task_id: str, seed: int) -> AgentError:
+        """The :class:`AgentError` this mark means for the episode (task, seed)."""
+        kind = type(self.original).__name__
+        return AgentError(agent, task_id, seed, kind, str(self.original), self.trace)
 
 
 class GuardedAgent:
@@ -65,15 +72,16 @@ class GuardedAgent:
         >>> from agentbench_rl.agents.simple import CallableAgent
         >>> agent = GuardedAgent(CallableAgent(lambda obs, info: {}["x"], name="bad"))
         >>> try:
-        ...     run_guarded(lambda: agent.act("", {}), "bad", "t-1", 0)
-        ... except AgentError as error:
+        ...     agent.act("", {})
+        ... except AgentRaised as raised:
+        ...     error = raised.error("bad", "t-1", 0)
         ...     print(error.kind, error.task_id, error.seed, error.detail)
         KeyError t-1 0 'x'
 
     """
 
-    def __init__(self, agent: Any) -> None:
-        self.agent = agent
+    def __init__(self, agent: Any, row: int | None = None) -> None:
+        self.agent, self.row = agent, row
         self.name = getattr(agent, "name", type(agent).__name__)
 
     def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
@@ -81,26 +89,51 @@ class GuardedAgent:
         try:
             self.agent.begin_episode(env, seed)
         except Exception as problem:
-            raise _AgentRaised(problem) from problem
+            raise AgentRaised(problem, self.row) from problem
 
     def act(self, observation: Any, info: dict[str, Any], *history: Any) -> Any:
         """The agent's ``act`` (with the history, for agents that read it), marked."""
         try:
             return self.agent.act(observation, info, *history)
         except Exception as problem:
-            raise _AgentRaised(problem) from problem
+            raise AgentRaised(problem, self.row) from problem
 
     def __getattr__(self, name: str) -> Any:
         # What the episode driver asks of an agent (answer_format, reads_history, ...).
         return getattr(self.agent, name)
 
 
-def run_guarded(play: Callable[[], T], agent: str, task_id: str, seed: int) -> T:
-    """``play()``, with a marked agent exception turned into :class:`AgentError`."""
-    try:
-        return play()
-    except _AgentRaised as raised:
-        original = raised.original
-        raise AgentError(
-            agent, task_id, seed, type(original).__name__, str(original), raised.trace
-        ) from None
+class GuardedBatchAgent:
+    """A batched agent (:class:`~agentbench_rl.agents.base.BatchAgent`) whose exceptions are
+    marked as the agent's; the mark names no row, since one call answers them all."""
+
+    def __init__(self, agent: Any) -> None:
+        self.agent = agent
+        self.name = getattr(agent, "name", type(agent).__name__)
+
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """The agent's ``begin_episodes``, marked."""
+        try:
+            self.agent.begin_episodes(envs, seeds)
+        except Exception as problem:
+            raise AgentRaised(problem) from problem
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[Any]:
+        """The agent's ``act_batch``, marked."""
+        try:
+            return cast(
+                list[Any],
+                self.agent.act_batch(observations, infos, rows=rows, histories=histories),
+            )
+        except Exception as problem:
+            raise AgentRaised(problem) from problem
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.agent, name)
