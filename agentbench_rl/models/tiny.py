@@ -34,6 +34,24 @@ class TinyModelConfig:
     tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
 
 
+@dataclass
+class TinyVLConfig:
+    """The ``tiny-vl`` model: a random-initialised Qwen2.5-VL (small vision tower, small
+    language model) and the ``tiny`` byte-level BPE tokenizer plus the vision tokens."""
+
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 128
+    vision_depth: int = 2
+    vision_hidden_size: int = 32
+    vision_heads: int = 2
+    vision_intermediate_size: int = 64
+    vocab_size: int = 512
+    tokenizer_episodes: int = 100
+
+
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 # The answer format's tags are one token each, so a choose-mode answer "up</action>" is two
