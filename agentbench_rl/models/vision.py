@@ -52,14 +52,34 @@ class ImagePromptIds(list[int]):
     Attributes:
         pixel_values: the image processor's patches of every image, (patches, dim).
         image_grid_thw: (images, 3) temporal, height and width patch counts.
+        images: the frames themselves (vLLM runs its own image processor on them).
+        image_token_id: the ``<|image_pad|>`` id.
     """
 
     def __init__(
-        self, ids: Sequence[int], pixel_values: torch.Tensor, image_grid_thw: torch.Tensor
+        self,
+        ids: Sequence[int],
+        pixel_values: torch.Tensor,
+        image_grid_thw: torch.Tensor,
+        images: Sequence[Any],
+        image_token_id: int,
     ) -> None:
         super().__init__(ids)
         self.pixel_values = pixel_values
         self.image_grid_thw = image_grid_thw
+        self.images = tuple(images)
+        self.image_token_id = image_token_id
+
+    def collapsed(self) -> list[int]:
+        """The ids with each image's run of pads back to one pad, as the chat template wrote
+        them (vLLM expands placeholders itself against the images it is given).
+
+        Example:
+            >>> ImagePromptIds([1, 9, 9, 9, 2], torch.zeros(0), torch.zeros(0), [], 9).collapsed()
+            [1, 9, 2]
+        """
+        pad = self.image_token_id
+        return [t for k, t in enumerate(self) if t != pad or k == 0 or self[k - 1] != pad]
 
 
 def is_vision_language(model: Any) -> bool:
@@ -99,7 +119,26 @@ def encode_with_images(
     for grid, piece in zip(grids, pieces[1:], strict=True):
         expanded += IMAGE_PAD * (int(grid.prod()) // merge**2) + piece
     ids = tokenizer(expanded, add_special_tokens=False)["input_ids"]
-    return ImagePromptIds(ids, processed["pixel_values"], grids)
+    pad_id = int(tokenizer.convert_tokens_to_ids(IMAGE_PAD))
+    return ImagePromptIds(ids, processed["pixel_values"], grids, images, pad_id)
+
+
+def vllm_prompt(ids: Sequence[int]) -> dict[str, Any]:
+    """One prompt as ``vllm.LLM.generate`` takes it: token ids, and for a prompt with images
+    the ids with one placeholder per image plus ``multi_modal_data`` (PIL images), which is
+    what vLLM's multimodal processor expects (it expands the placeholders itself; handing it
+    expanded ids would expand them twice).
+
+    Example:
+        >>> vllm_prompt([1, 2])
+        {'prompt_token_ids': [1, 2]}
+    """
+    if not isinstance(ids, ImagePromptIds):
+        return {"prompt_token_ids": list(ids)}
+    from PIL import Image
+
+    frames = [Image.fromarray(np.asarray(frame, dtype=np.uint8)) for frame in ids.images]
+    return {"prompt_token_ids": ids.collapsed(), "multi_modal_data": {"image": frames}}
 
 
 def stack_images(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor | None, torch.Tensor | None]:

@@ -1,0 +1,178 @@
+"""The vision-language policy on the tiny-vl model (a random-initialised Qwen2.5-VL built here):
+frames reach the model, log-probs match between acting and training, hidden states, save/load,
+``hf:`` evaluation on visual Sokoban, and (GPU only) the Qwen2.5-VL-3B baseline's pieces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+torch.set_num_threads(1)
+
+from agentbench_rl.agents.prompting import Prompt, PromptConfig, build_prompt  # noqa: E402
+from agentbench_rl.envs import make  # noqa: E402
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.models.policy import (  # noqa: E402
+    Policy,
+    load_saved_policy,
+    pack,
+    response_logprobs,
+)
+from agentbench_rl.models.tiny import TinyVLConfig  # noqa: E402
+from agentbench_rl.models.vision import (  # noqa: E402
+    ImagePromptIds,
+    build_tiny_vl,
+    image_token_count,
+    vllm_prompt,
+)
+
+SMALL = TinyVLConfig(
+    hidden_size=32,
+    layers=1,
+    heads=2,
+    kv_heads=1,
+    intermediate_size=64,
+    vision_depth=1,
+    vision_hidden_size=16,
+    vision_heads=1,
+    vision_intermediate_size=32,
+    tokenizer_episodes=2,
+)
+CHOOSE = PromptConfig(mode="choose", history_observations=False, instruction="")
+
+
+@pytest.fixture(scope="module")
+def tiny_vl() -> tuple[Any, Any, Any]:
+    return build_tiny_vl("visual_sokoban", {}, CHOOSE, SMALL, seed=0)
+
+
+@pytest.fixture(scope="module")
+def prompts() -> tuple[list[Prompt], list[list[str]]]:
+    env = make("visual_sokoban", split="test")
+    out, admissible = [], []
+    for k in range(3):
+        observation, info = env.reset(options={"task_id": f"test-{k:04d}"})
+        out.append(
+            build_prompt("visual_sokoban", observation, [], info["admissible_actions"], CHOOSE)
+        )
+        admissible.append(list(info["admissible_actions"]))
+    return out, admissible
+
+
+def policy_of(tiny_vl: tuple[Any, Any, Any], mode: str) -> Policy:
+    model, tokenizer, processor = tiny_vl
+    prompt = PromptConfig(mode=mode, history_observations=False, instruction="")  # type: ignore[arg-type]
+    return Policy(model, tokenizer, prompt, max_new_tokens=6, image_processor=processor)
+
+
+def test_frame_costs_nine_image_tokens(tiny_vl: tuple[Any, Any, Any]) -> None:
+    # By hand: Qwen2-VL's smart_resize rounds 96 to the nearest multiple of 28 (84), which is
+    # 6 x 6 patches of 14 px; the merger joins 2 x 2 patches, so 36 / 4 = 9 tokens.
+    assert image_token_count(tiny_vl[2], 96, 96) == 9
+    assert image_token_count(tiny_vl[2], 112, 112) == 16  # 8 x 8 patches / 4
+
+
+def test_prompt_ids_carry_the_frame(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    policy = policy_of(tiny_vl, "choose")
+    ids = policy.encode_prompt(prompts[0][0])
+    assert isinstance(ids, ImagePromptIds)
+    assert ids.count(ids.image_token_id) == 9
+    assert ids.image_grid_thw.tolist() == [[1, 6, 6]]
+    assert np.array_equal(ids.images[0], prompts[0][0].images[0])
+    # vLLM gets one placeholder per image and the frame itself
+    request = vllm_prompt(ids)
+    assert request["prompt_token_ids"].count(ids.image_token_id) == 1
+    assert len(request["prompt_token_ids"]) == len(ids) - 8
+    assert np.array_equal(np.asarray(request["multi_modal_data"]["image"][0]), ids.images[0])
+
+
+def test_the_model_sees_the_frame(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    """Same text, different frame: the action scores change (a text-only path would not)."""
+    policy = policy_of(tiny_vl, "choose")
+    text, actions = prompts[0][0], prompts[1][0]
+    blank = Prompt(str(text), [np.zeros_like(text.images[0])])
+    rows = [text, blank]
+    out = policy.act(rows, [actions, actions], torch.Generator().manual_seed(0))
+    packed = pack(out.prompt_ids, [out.response_ids[0]] * 2, policy.pad_id)
+    logprobs, _ = response_logprobs(policy.model, packed)
+    assert not torch.allclose(logprobs[0], logprobs[1])
+
+
+@pytest.mark.parametrize("mode", ["choose", "generate"])
+def test_training_forward_matches_acting(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]], mode: str
+) -> None:
+    """PPO's first ratio is 1: the training forward (pack + response_logprobs, M-RoPE positions
+    over the padded batch) gives the log-probs the rollout sampled with."""
+    policy = policy_of(tiny_vl, mode)
+    texts, admissible = prompts
+    # rows of different lengths: one prompt without its frame pads the batch
+    rows = [*texts, Prompt(str(texts[0]))]
+    out = policy.act(
+        rows, [*admissible, admissible[0]], torch.Generator().manual_seed(1), capture_hidden=True
+    )
+    assert out.hidden is not None and out.hidden.shape == (4, SMALL.hidden_size)
+    packed = pack(out.prompt_ids, out.response_ids, policy.pad_id)
+    logprobs, _ = response_logprobs(policy.model, packed)
+    for row, sampled in enumerate(out.logprobs):
+        trained = logprobs[row, : len(sampled)].detach().numpy()
+        np.testing.assert_allclose(trained, sampled, atol=1e-4)
+    # a row alone scores as in the batch (padding and positions do not leak between rows)
+    alone = pack(out.prompt_ids[:1], out.response_ids[:1], policy.pad_id)
+    np.testing.assert_allclose(
+        response_logprobs(policy.model, alone)[0][0, : len(out.logprobs[0])].detach().numpy(),
+        out.logprobs[0],
+        atol=1e-4,
+    )
+
+
+def test_saved_policy_plays_visual_sokoban_as_hf_agent(
+    tiny_vl: tuple[Any, Any, Any], tmp_path: Path
+) -> None:
+    policy = policy_of(tiny_vl, "choose")
+    policy.save(tmp_path / "policy")
+    loaded = load_saved_policy(str(tmp_path / "policy"))
+    assert loaded.image_processor is not None and loaded.prompt.mode == "choose"
+    spec = f"hf:{tmp_path / 'policy'}?device=cpu"
+    config = EvalConfig(env="visual_sokoban", split="val", agent=spec, limit=2, max_steps=3)
+    first = evaluate(config, tmp_path / "a")
+    again = evaluate(config, tmp_path / "b")
+    assert first["n_episodes"] == 2 and first["mean_steps"] <= 3
+    assert (tmp_path / "a" / "episodes.csv").read_text() == (
+        tmp_path / "b" / "episodes.csv"
+    ).read_text()
+
+
+@pytest.mark.gpu
+def test_qwen25_vl_3b_baseline_starts(tmp_path: Path) -> None:
+    """The 3B baseline's model class, processor and vLLM multimodal prompt (needs a GPU, the
+    model in the Hugging Face cache and vLLM)."""
+    vllm = pytest.importorskip("vllm")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from agentbench_rl.train.config import load_config
+    from agentbench_rl.train.ppo import initial_policy
+
+    config = load_config(Path("baselines/visual-sokoban-qwen2.5-vl-3b.yaml"), ["bc.enabled=false"])
+    policy, _ = initial_policy(config, "cuda", None)
+    assert type(policy.model).__name__ == "Qwen2_5_VLForConditionalGeneration"
+    env = make("visual_sokoban", split="val")
+    observation, info = env.reset(options={"task_id": "val-0000"})
+    prompt = build_prompt(
+        "visual_sokoban", observation, [], info["admissible_actions"], policy.prompt
+    )
+    ids = policy.encode_prompt(prompt)
+    assert isinstance(ids, ImagePromptIds)
+    llm = vllm.LLM(model=config.model, dtype="bfloat16", gpu_memory_utilization=0.3)
+    params = vllm.SamplingParams(max_tokens=32, temperature=0.0)
+    answer = llm.generate([vllm_prompt(ids)], params, use_tqdm=False)[0].outputs[0].text
+    assert isinstance(answer, str) and answer
