@@ -4,6 +4,11 @@ frames reach the model, log-probs match between acting and training, hidden stat
 
 from __future__ import annotations
 
+import base64
+import io
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +21,7 @@ torch.set_num_threads(1)
 
 from agentbench_rl.agents.prompting import Prompt, PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.envs import make  # noqa: E402
+from agentbench_rl.envs.sokoban.render import render_image  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
@@ -145,11 +151,87 @@ def test_saved_policy_plays_visual_sokoban_as_hf_agent(
     spec = f"hf:{tmp_path / 'policy'}?device=cpu"
     config = EvalConfig(env="visual_sokoban", split="val", agent=spec, limit=2, max_steps=3)
     first = evaluate(config, tmp_path / "a")
-    again = evaluate(config, tmp_path / "b")
+    evaluate(config, tmp_path / "b")
     assert first["n_episodes"] == 2 and first["mean_steps"] <= 3
     assert (tmp_path / "a" / "episodes.csv").read_text() == (
         tmp_path / "b" / "episodes.csv"
     ).read_text()
+
+
+class VisionChatServer(ThreadingHTTPServer):
+    """``/v1/models`` and ``/v1/chat/completions`` on 127.0.0.1, answered by the tiny-vl policy:
+    image parts are decoded from their base64 PNG back into frames, as vLLM's server does."""
+
+    def __init__(self, policy: Policy) -> None:
+        super().__init__(("127.0.0.1", 0), _VisionHandler)
+        self.policy = policy
+        self.frames: list[np.ndarray] = []
+        self.texts: list[str] = []
+        self.lock = threading.Lock()
+
+
+class _VisionHandler(BaseHTTPRequestHandler):
+    server: VisionChatServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _answer(self, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._answer({"object": "list", "data": [{"id": "tiny-vl", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        from PIL import Image
+
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        parts = request["messages"][-1]["content"]
+        text = "".join(p["text"] for p in parts if p["type"] == "text")
+        frames = []
+        for part in parts:
+            if part["type"] == "image_url":
+                data = part["image_url"]["url"].removeprefix("data:image/png;base64,")
+                frames.append(np.asarray(Image.open(io.BytesIO(base64.b64decode(data)))))
+        generator = torch.Generator().manual_seed(int(request.get("seed", 0)))
+        with self.server.lock:
+            self.server.frames.extend(frames)
+            self.server.texts.append(text)
+            out = self.server.policy.act([Prompt(text, frames)], [["up"]], generator)
+        message = {"role": "assistant", "content": out.responses[0]}
+        self._answer({"object": "chat.completion", "choices": [{"index": 0, "message": message}]})
+
+
+def test_openai_agent_sends_frames_as_image_parts(
+    tiny_vl: tuple[Any, Any, Any], tmp_path: Path
+) -> None:
+    server = VisionChatServer(policy_of(tiny_vl, "generate"))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        config = EvalConfig(
+            env="visual_sokoban",
+            split="val",
+            agent=f"openai:{base_url}#tiny-vl?max_tokens=6",
+            limit=1,
+            max_steps=2,
+        )
+        summary = evaluate(config, tmp_path / "run")
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert summary["n_episodes"] == 1 and 1 <= len(server.frames) <= 2
+    # the first frame is the env's render of the grid the first prompt shows
+    lines = server.texts[0].splitlines()
+    grid = "\n".join(lines[lines.index("Observation:") + 1 : lines.index("Observation:") + 7])
+    assert np.array_equal(server.frames[0], render_image(grid))  # every pixel arrived
 
 
 @pytest.mark.gpu
