@@ -305,18 +305,23 @@ def bench_learning(
 def bench_train(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
     repeats: Annotated[int, typer.Option(help="A/B repetitions of the rollout.")] = 6,
+    versus: Annotated[
+        str | None,
+        typer.Option(help="Time an iteration of the config's model against this model instead."),
+    ] = None,
     overrides: Annotated[
         list[str] | None, typer.Argument(help="key=value config overrides.")
     ] = None,
 ) -> None:
-    """BiPACE's extra cost per training iteration against GiGPO (needs the train extra)."""
+    """BiPACE's extra cost per training iteration against GiGPO, or (--versus) one model's
+    iteration cost against another's on the same config (needs the train extra)."""
     try:
         from agentbench_rl.bench.train import run as run_train
     except ImportError as problem:
         _fail(f"{problem}; pip install 'agentbench-rl[train]'")
         return
     try:
-        run_train(config, overrides or [], repeats, Console())
+        run_train(config, overrides or [], repeats, Console(), versus)
     except ValueError as problem:
         _fail(str(problem))
 

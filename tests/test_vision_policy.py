@@ -234,6 +234,28 @@ def test_openai_agent_sends_frames_as_image_parts(
     assert np.array_equal(server.frames[0], render_image(grid))  # every pixel arrived
 
 
+def test_bench_compares_vision_and_text_iterations() -> None:
+    from agentbench_rl.bench.train import compare_models
+    from agentbench_rl.train.config import config_from_dict
+
+    config = config_from_dict(
+        {
+            "env": "visual_sokoban",
+            "model": "tiny-vl",
+            "n_tasks": 1,
+            "group_size": 2,
+            "max_steps": 2,
+            "action_mode": "choose",
+            "bc": {"enabled": False},
+            "tiny_vl": {"tokenizer_episodes": 2, "hidden_size": 32, "vision_depth": 1},
+            "tiny": {"tokenizer_episodes": 2, "hidden_size": 32, "layers": 1},
+        }
+    )
+    compared = compare_models(config, "tiny", repeats=1)
+    assert compared["model_rows"] == compared["other_rows"] == 4  # 2 trajectories x 2 steps
+    assert compared["ratio"] == pytest.approx(compared["model_s"] / compared["other_s"])
+
+
 @pytest.mark.gpu
 def test_qwen25_vl_3b_baseline_starts(tmp_path: Path) -> None:
     """The 3B baseline's model class, processor and vLLM multimodal prompt (needs a GPU, the

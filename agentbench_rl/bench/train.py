@@ -12,6 +12,10 @@ the other measures the neighbours more than the estimators):
 - one GiGPO iteration (rollout, estimator, reference log-probs, PPO update) as the base.
 
 The extra cost is the median differences over the base, in percent.
+
+``--versus MODEL`` measures instead what one GiGPO iteration of the config costs with its own
+model against ``MODEL`` on the same config (e.g. ``tiny-vl`` against the text ``tiny`` on visual
+Sokoban: the text policy reads the grid only), again alternating A-B, B-A.
 """
 
 from __future__ import annotations
@@ -120,14 +124,108 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
     return results
 
 
+def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]], Any]:
+    """A function running one GiGPO iteration of ``config`` (rollout, estimator, reference
+    log-probs, PPO update; its model as built at the start of training) and returning its
+    seconds and rows, and the env pool to close afterwards."""
+    import torch
+
+    from agentbench_rl.core.hashing import seed_from
+    from agentbench_rl.estimators import compute
+    from agentbench_rl.rollout.batched import rollout_groups, success_rewards
+    from agentbench_rl.rollout.scripted import train_task_ids
+    from agentbench_rl.train.ppo import (
+        initial_policy,
+        make_pool,
+        ppo_update,
+        reference_logprobs,
+    )
+
+    config = replace(config, estimator="gigpo")
+    policy, _ = initial_policy(config, "cpu", None)
+    pool = make_pool(config)
+    tasks = train_task_ids(config.env, config.train_split, config.n_tasks, config.seed)
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
+    params = config.estimator_kwargs()
+
+    def iteration() -> tuple[float, int]:
+        began = time.perf_counter()
+        generator = torch.Generator().manual_seed(seed_from(config.seed, "bench") % 2**63)
+        batch = rollout_groups(
+            pool,
+            policy,
+            config.env,
+            config.prompt_config(),
+            tasks,
+            config.group_size,
+            config.seed,
+            generator,
+        )
+        step_batch = batch.step_batch(success_rewards(batch, config.success_reward))
+        advantages = compute("gigpo", step_batch, **params).advantages
+        refs = reference_logprobs(policy.model, batch, policy, config.temperature)
+        ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())
+        return time.perf_counter() - began, len(batch)
+
+    return iteration, pool
+
+
+def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[str, float]:
+    """Median seconds (and rows) of one GiGPO iteration of ``config`` with its model and with
+    ``other``, timed alternately; ``ratio`` is the first over the second."""
+    import torch
+
+    if config.torch_threads > 0:
+        torch.set_num_threads(config.torch_threads)
+    timers = {
+        "model": iteration_timer(config),
+        "other": iteration_timer(replace(config, model=other)),
+    }
+    seconds: dict[str, list[float]] = {"model": [], "other": []}
+    rows: dict[str, int] = {}
+    try:
+        for repeat in range(repeats):
+            for side in ("model", "other") if repeat % 2 == 0 else ("other", "model"):
+                spent, rows[side] = timers[side][0]()
+                seconds[side].append(spent)
+    finally:
+        for _, pool in timers.values():
+            pool.close()
+    results = {
+        "model_s": statistics.median(seconds["model"]),
+        "other_s": statistics.median(seconds["other"]),
+        "model_rows": float(rows["model"]),
+        "other_rows": float(rows["other"]),
+    }
+    results["ratio"] = results["model_s"] / results["other_s"]
+    return results
+
+
 def run(
     config_path: Path | None,
     overrides: Sequence[str] = (),
     repeats: int = 6,
     console: Console | None = None,
+    versus: str | None = None,
 ) -> dict[str, float]:
-    """Measure and print BiPACE's extra cost for one config."""
-    results = measure(load_config(config_path, overrides), repeats)
+    """Measure and print BiPACE's extra cost for one config, or (``versus``) the cost of its
+    model against another model on the same config."""
+    config = load_config(config_path, overrides)
+    if versus is not None:
+        compared = compare_models(config, versus, repeats)
+        if console is not None:
+            table = Table(title=f"One GiGPO iteration on {config.env}, median of {repeats}")
+            table.add_column("model")
+            table.add_column("rows", justify="right")
+            table.add_column("seconds", justify="right")
+            table.add_row(
+                config.model, f"{compared['model_rows']:.0f}", f"{compared['model_s']:.2f}"
+            )
+            table.add_row(versus, f"{compared['other_rows']:.0f}", f"{compared['other_s']:.2f}")
+            console.print(table)
+            console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
+        return compared
+    results = measure(config, repeats)
     if console is not None:
         table = Table(title=f"BiPACE vs GiGPO, one iteration of {results['rows']:.0f} rows")
         table.add_column("part")
