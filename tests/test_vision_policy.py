@@ -280,3 +280,34 @@ def test_qwen25_vl_3b_baseline_starts(tmp_path: Path) -> None:
     params = vllm.SamplingParams(max_tokens=32, temperature=0.0)
     answer = llm.generate([vllm_prompt(ids)], params, use_tqdm=False)[0].outputs[0].text
     assert isinstance(answer, str) and answer
+
+
+def test_train_tiny_vl_bc_ppo_and_validation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``train --env visual_sokoban --model tiny-vl --bc``: behaviour cloning, PPO with BiPACE
+    (hidden states with the image in the prompt), validation through the harness, resume."""
+    from agentbench_rl.cli import main
+
+    out = tmp_path / "run"
+    args = ["train", "--env", "visual_sokoban", "--model", "tiny-vl", "--estimator", "bipace"]
+    overrides = [
+        "iterations=1",
+        "n_tasks=1",
+        "group_size=2",
+        "max_steps=3",
+        "action_mode=choose",
+        "bc.episodes=2",
+        "bc.epochs=1",
+        "bc.cache_dir=",
+        "val_every=1",
+        "val_limit=1",
+        *(f"tiny_vl.{k}={v}" for k, v in vars(SMALL).items()),
+    ]
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--bc", "--out", str(out), *overrides])
+    assert exit_info.value.code in (0, None), capsys.readouterr().err
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [row["iteration"] for row in rows] == [0, 1]
+    assert rows[0]["bc/rows"] > 0 and "val_success" in rows[1]
+    assert (out / "checkpoint" / "policy" / "preprocessor_config.json").is_file()
