@@ -42,21 +42,16 @@ def _median_time(function: Callable[[], Any], repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
-    """Median seconds of each part (see the module docstring) for ``config`` (its model as
-    built at the start of training, behaviour cloning included when enabled)."""
+def prepared(config: TrainConfig) -> tuple[Any, Any, Callable[[bool], Any]]:
+    """The policy (its model as built at the start of training, behaviour cloning included when
+    enabled), the env pool (to close afterwards) and a function playing one iteration's
+    rollout (N x G trajectories, always the same seed; with hidden states when asked)."""
     import torch
 
     from agentbench_rl.core.hashing import seed_from
-    from agentbench_rl.estimators import compute
-    from agentbench_rl.rollout.batched import rollout_groups, success_rewards
+    from agentbench_rl.rollout.batched import rollout_groups
     from agentbench_rl.rollout.scripted import train_task_ids
-    from agentbench_rl.train.ppo import (
-        initial_policy,
-        make_pool,
-        ppo_update,
-        reference_logprobs,
-    )
+    from agentbench_rl.train.ppo import initial_policy, make_pool
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
@@ -78,6 +73,19 @@ def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
             capture_hidden=hidden,
         )
 
+    return policy, pool, rollout
+
+
+def measure(config: TrainConfig, repeats: int = 6) -> dict[str, float]:
+    """Median seconds of each part (see the module docstring) for ``config`` (its model as
+    built at the start of training, behaviour cloning included when enabled)."""
+    import torch
+
+    from agentbench_rl.estimators import compute
+    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.train.ppo import ppo_update, reference_logprobs
+
+    policy, pool, rollout = prepared(config)
     try:
         rollout(False)  # warm-up
         plain: list[float] = []
@@ -130,37 +138,18 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]
     seconds and rows, and the env pool to close afterwards."""
     import torch
 
-    from agentbench_rl.core.hashing import seed_from
     from agentbench_rl.estimators import compute
-    from agentbench_rl.rollout.batched import rollout_groups, success_rewards
-    from agentbench_rl.rollout.scripted import train_task_ids
-    from agentbench_rl.train.ppo import (
-        initial_policy,
-        make_pool,
-        ppo_update,
-        reference_logprobs,
-    )
+    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
     config = replace(config, estimator="gigpo")
-    policy, _ = initial_policy(config, "cpu", None)
-    pool = make_pool(config)
-    tasks = train_task_ids(config.env, config.train_split, config.n_tasks, config.seed)
+    policy, pool, rollout = prepared(config)
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
     params = config.estimator_kwargs()
 
     def iteration() -> tuple[float, int]:
         began = time.perf_counter()
-        generator = torch.Generator().manual_seed(seed_from(config.seed, "bench") % 2**63)
-        batch = rollout_groups(
-            pool,
-            policy,
-            config.env,
-            config.prompt_config(),
-            tasks,
-            config.group_size,
-            config.seed,
-            generator,
-        )
+        batch = rollout(False)
         step_batch = batch.step_batch(success_rewards(batch, config.success_reward))
         advantages = compute("gigpo", step_batch, **params).advantages
         refs = reference_logprobs(policy.model, batch, policy, config.temperature)
@@ -173,10 +162,6 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]
 def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[str, float]:
     """Median seconds (and rows) of one GiGPO iteration of ``config`` with its model and with
     ``other``, timed alternately; ``ratio`` is the first over the second."""
-    import torch
-
-    if config.torch_threads > 0:
-        torch.set_num_threads(config.torch_threads)
     timers = {
         "model": iteration_timer(config),
         "other": iteration_timer(replace(config, model=other)),
