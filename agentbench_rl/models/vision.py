@@ -26,8 +26,7 @@ import torch
 
 from agentbench_rl.agents.prompting import PromptConfig
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.models.tiny import TinyVLConfig, build_tokenizer
-from agentbench_rl.rollout.scripted import corpus_texts
+from agentbench_rl.models.tiny import TinyVLConfig, env_tokenizer
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = (
     "<|vision_start|>",
@@ -199,10 +198,9 @@ def build_tiny_vl(
         Qwen2VLImageProcessorPil,
     )
 
-    texts = corpus_texts(
-        env_name, env_kwargs, prompt, config.tokenizer_episodes, seed_from(seed, "tok"), split
+    tokenizer = env_tokenizer(
+        env_name, env_kwargs, prompt, config.tokenizer_episodes, config.vocab_size, seed, split
     )
-    tokenizer = build_tokenizer(texts, config.vocab_size)
     tokenizer.add_special_tokens(
         {"additional_special_tokens": [VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD]}
     )
