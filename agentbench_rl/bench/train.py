@@ -203,10 +203,10 @@ def run(
             table.add_column("model")
             table.add_column("rows", justify="right")
             table.add_column("seconds", justify="right")
-            table.add_row(
-                config.model, f"{compared['model_rows']:.0f}", f"{compared['model_s']:.2f}"
-            )
-            table.add_row(versus, f"{compared['other_rows']:.0f}", f"{compared['other_s']:.2f}")
+            table.add_column("ms per row", justify="right")
+            for name, side in ((config.model, "model"), (versus, "other")):
+                rows, spent = compared[f"{side}_rows"], compared[f"{side}_s"]
+                table.add_row(name, f"{rows:.0f}", f"{spent:.2f}", f"{1000 * spent / rows:.1f}")
             console.print(table)
             console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
         return compared
