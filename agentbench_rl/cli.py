@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -36,8 +37,13 @@ console = Console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    _error_line(message)
     raise typer.Exit(code=2)
+
+
+def _error_line(message: str) -> None:
+    """``error: MESSAGE`` on stderr; the message is user input's echo, so never markup."""
+    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 @app.command("eval")
@@ -46,7 +52,10 @@ def eval_command(
         "sokoban"
     ),
     agent: Annotated[
-        str, typer.Option(help="random, expert, hf:MODEL, openai:URL#MODEL, python:module:attr.")
+        str,
+        typer.Option(
+            help="random, expert, rule (WebShop), hf:MODEL, openai:URL#MODEL, python:module:attr."
+        ),
     ] = "random",
     out: Annotated[
         Path | None,
@@ -99,7 +108,11 @@ def eval_command(
     from agentbench_rl.harness.report import print_summary
 
     print_summary(summary, Console())
-    console.print(f"results in {out}/ (episodes.{episodes_format}, summary.json)")
+    console.print(
+        escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("train")
@@ -124,6 +137,13 @@ def train_command(
     bc: Annotated[bool, typer.Option("--bc", help="Behaviour cloning before RL.")] = False,
     backend: Annotated[str | None, typer.Option(help="Env workers: local or ray.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in OUT.")] = False,
+    engine: Annotated[
+        str | None,
+        typer.Option(
+            help="hf or vllm (the home trainer), or verl (verl's trainer on GPUs; "
+            "verl.KEY=VALUE overrides go to verl's config)."
+        ),
+    ] = None,
 ) -> None:
     """Train a policy with PPO-clip and any advantage estimator (see baselines/)."""
     try:
@@ -131,15 +151,28 @@ def train_command(
 
         flags = {"env": env, "estimator": estimator, "model": model, "seed": seed}
         flags["backend"] = backend
+        if engine not in (None, "verl"):
+            flags["engine"] = engine
         extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
         if bc:
             extra.append("bc.enabled=true")
-        train_config = load_config(config, [*extra, *(overrides or [])])
+        ours, verl_extra = list(overrides or []), list[str]()
+        if engine == "verl":
+            from agentbench_rl.integrations.verl.config import split_overrides
+
+            ours, verl_extra = split_overrides(ours)
+        train_config = load_config(config, [*extra, *ours])
         train_config.validate()
         if out is None:
             label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
             name = f"{train_config.env}-{train_config.estimator}-{label}-seed{train_config.seed}"
             out = Path("runs") / name
+        if engine == "verl":
+            from agentbench_rl.integrations.verl.launcher import hf_checkpoint, train_verl
+
+            train_verl(train_config, out, verl_extra, resume=resume)
+            console.print(f"run in {out}/; evaluate with --agent hf:{hf_checkpoint(out)}")
+            return
         from agentbench_rl.train.ppo import train
 
         metrics = train(train_config, out, resume=resume, console=console)
@@ -151,7 +184,44 @@ def train_command(
         console.print(
             f"validation success {last['val_success']:.3f} at iteration {last['iteration']}"
         )
-    console.print(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)")
+    console.print(escape(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)"))
+
+
+@app.command("verl-data")
+def verl_data_command(
+    out: Annotated[Path, typer.Argument(help="Parquet file to write.")],
+    env: Annotated[str, typer.Option(help="Env short name or Gymnasium id.")] = "sokoban",
+    split: Annotated[str, typer.Option(help="Split whose tasks become rows.")] = "train",
+    size: Annotated[
+        int | None, typer.Option(help="First N tasks; required for unbounded splits.")
+    ] = None,
+) -> None:
+    """Write a split's task list as verl's parquet dataset (one row per task)."""
+    try:
+        from agentbench_rl.integrations.verl.data import write_split
+
+        rows = write_split(env, split, out, size)
+    except (ValueError, ImportError) as problem:
+        _fail(str(problem))
+        return
+    console.print(f"{rows} tasks of {env} {split} in {out}")
+
+
+@app.command("verl-export")
+def verl_export_command(
+    run: Annotated[Path, typer.Argument(help="Run folder of train --engine verl.")],
+    step: Annotated[int | None, typer.Option(help="Checkpoint step (default: the last).")] = None,
+) -> None:
+    """Print the Hugging Face folder of a verl checkpoint (converted when needed)."""
+    try:
+        from agentbench_rl.integrations.verl.launcher import hf_checkpoint
+
+        folder = hf_checkpoint(run, step)
+    except (FileNotFoundError, RuntimeError) as problem:
+        _fail(str(problem))
+        return
+    print(folder)
+    console.print(f"evaluate with: agentbench-rl eval --agent hf:{folder}")
 
 
 @app.command("sweep")
@@ -182,7 +252,9 @@ def sweep_command(
     except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
         _fail(str(problem))
         return
-    console.print(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
+    console.print(
+        escape(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
+    )
 
 
 @app.command("estimators")
@@ -355,8 +427,8 @@ def data_install(
             progress.stop()
             _fail(str(problem))
             return
-    console.print(f"installed {report.extracted} files into {report.data_dir}")
-    console.print(report.summary(), highlight=False)
+    console.print(escape(f"installed {report.extracted} files into {report.data_dir}"))
+    console.print(escape(report.summary()), highlight=False)
 
 
 _LEADERBOARD_ROOT = Path("leaderboards")
@@ -378,9 +450,12 @@ def leaderboard_validate(
     success = submission.figures["success"]
     low, high = success["ci95"]
     Console().print(
-        f"valid: {submission.env}/{submission.split}, {submission.metadata.name}, "
-        f"success {percent(success['mean'])}% [{percent(low)}, {percent(high)}], "
-        f"{submission.figures['n_episodes']} episodes, seeds {sorted(submission.metadata.seeds)}",
+        escape(
+            f"valid: {submission.env}/{submission.split}, {submission.metadata.name}, "
+            f"success {percent(success['mean'])}% [{percent(low)}, {percent(high)}], "
+            f"{submission.figures['n_episodes']} episodes, "
+            f"seeds {sorted(submission.metadata.seeds)}"
+        ),
         highlight=False,
         soft_wrap=True,
     )
@@ -400,7 +475,7 @@ def leaderboard_submit(
         _fail(str(problem))
         return
     console.print(
-        f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards",
+        escape(f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards"),
         highlight=False,
         soft_wrap=True,
     )
@@ -413,13 +488,16 @@ def leaderboard_render(
     """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions."""
     from agentbench_rl.leaderboard.render import render
 
+    def skipped(message: str) -> None:
+        console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
     try:
-        written = render(root)
+        written = render(root, on_skip=skipped)
     except ValueError as problem:
         _fail(str(problem))
         return
     console.print(
-        f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots",
+        escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
         highlight=False,
         soft_wrap=True,
     )
@@ -438,7 +516,9 @@ def leaderboard_serve(
     except (ValueError, OSError) as problem:
         _fail(str(problem))
         return
-    console.print(f"serving {site_url(server)} (Ctrl-C stops)", highlight=False, soft_wrap=True)
+    console.print(
+        escape(f"serving {site_url(server)} (Ctrl-C stops)"), highlight=False, soft_wrap=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -486,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except typer.TyperException as problem:  # usage errors: unknown option, missing value, ...
         format_message = getattr(problem, "format_message", None)
         message = format_message() if callable(format_message) else str(problem)
-        console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        _error_line(message)
         sys.exit(getattr(problem, "exit_code", 2))
     except (typer.Abort, KeyboardInterrupt):
         console.print("interrupted; rerun with --resume to continue")

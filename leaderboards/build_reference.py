@@ -2,14 +2,23 @@
 
 For every registered env whose data is available here (an env that cannot make and reset its
 first task is skipped, with the reason), and every evaluation split of it, this evaluates the
-``expert`` and ``random`` agents with seeds 0 1 2, files each run as a submission under this
-folder, and renders the boards. A reference submission already on the board that still validates
-is kept (so rerunning changes nothing); one that no longer validates, e.g. after a split changed,
-is replaced. ``--refresh`` replaces them all.
+``expert`` and ``random`` agents (and an env's own baselines, such as WebShop's ``rule``) with
+seeds 0 1 2, files each run as a submission under this folder, and renders the boards. A
+reference submission already on the board that still validates is kept (so rerunning changes
+nothing); one that no longer validates, e.g. after a split changed, is replaced. ``--refresh``
+replaces them all.
 
     python leaderboards/build_reference.py                  # every env with data
     python leaderboards/build_reference.py --env sokoban    # one env
     ALFWORLD_DATA=... python leaderboards/build_reference.py --env alfworld --workers 2
+
+``--migrate-checksums`` instead re-files every submission (anyone's) whose ``summary.json`` still
+carries a split checksum of the form before it covered the env id (0.1.0 and earlier): the
+checksum is rebound to the env (:meth:`TextAgentEnv.results_checksum`), nothing else changes, and
+the submission moves to the id its files now give. The episodes are not rerun: they came from the
+same tasks, which is exactly what the old checksum certified.
+
+    python leaderboards/build_reference.py --migrate-checksums
 """
 
 from __future__ import annotations
@@ -25,10 +34,15 @@ from rich.console import Console
 
 import agentbench_rl
 from agentbench_rl.envs import ENVS, env_class, make
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.evaluate import SUMMARY, EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
-from agentbench_rl.leaderboard.store import board_folder, submission_id, submit
+from agentbench_rl.leaderboard.store import (
+    board_folder,
+    stored_submissions,
+    submission_id,
+    submit,
+)
 from agentbench_rl.leaderboard.validate import (
     SubmissionError,
     evaluation_splits,
@@ -37,6 +51,8 @@ from agentbench_rl.leaderboard.validate import (
 
 ROOT = Path(__file__).resolve().parent
 AGENTS = ("expert", "random")
+#: Baselines that only some envs have (WebShop's rule baseline from the WebShop paper).
+ENV_AGENTS = {"webshop": ("rule",)}
 SEEDS = [0, 1, 2]
 #: Marks our own reference submissions, so a rebuild never touches anyone else's.
 REFERENCE_CONTACT = "agentbench-rl maintainers (reference run, leaderboards/build_reference.py)"
@@ -107,6 +123,30 @@ def build(
     return filed
 
 
+def migrate_checksums(root: Path, console: Console) -> list[Path]:
+    """Rebind old-form split checksums to their env and re-file those submissions."""
+    moved = []
+    for folder in stored_submissions(root):
+        summary_path = folder / SUMMARY
+        summary = json.loads(summary_path.read_text("utf-8"))
+        env, split = summary.get("env"), summary.get("split")
+        if env not in ENVS:
+            continue
+        cls = env_class(env)
+        if summary.get("split_checksum") != cls.split_checksum(split):
+            continue  # already bound, or not this package's split at all
+        summary["split_checksum"] = cls.results_checksum(cls.split_checksum(split))
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / folder.name
+            shutil.copytree(folder, copy)
+            (copy / SUMMARY).write_text(json.dumps(summary, indent=1) + "\n", "utf-8")
+            filed = submit(copy, root)
+        shutil.rmtree(folder)
+        console.print(f"re-filed {folder} as {filed}")
+        moved.append(filed)
+    return moved
+
+
 def main(argv: list[str] | None = None) -> int:
     """Build the reference submissions and render the boards."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -114,8 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help="Episode worker processes.")
     parser.add_argument("--refresh", action="store_true", help="Replace every reference run.")
     parser.add_argument("--root", type=Path, default=ROOT, help="The leaderboards folder.")
+    parser.add_argument(
+        "--migrate-checksums",
+        action="store_true",
+        help="Only rebind old-form split checksums to their env and re-file (see above).",
+    )
     args = parser.parse_args(argv)
     console = Console(stderr=True)
+    if args.migrate_checksums:
+        migrate_checksums(args.root, console)
+        written = render(args.root)
+        console.print(f"rendered {written[0]} and {written[1]}")
+        return 0
     for env in args.env or sorted(ENVS):
         try:
             splits = evaluation_splits(env)
@@ -127,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             if reason:
                 console.print(f"skipped {env}/{split}: {reason}")
                 continue
-            for agent in AGENTS:
+            for agent in (*AGENTS, *ENV_AGENTS.get(env, ())):
                 build(args.root, env, split, agent, args.workers, args.refresh, console)
     written = render(args.root)
     console.print(f"rendered {written[0]} and {written[1]}")

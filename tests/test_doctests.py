@@ -11,7 +11,18 @@ import pytest
 import agentbench_rl
 
 #: Optional extras a module may need; without them its examples are skipped, not failed.
-OPTIONAL = ("torch", "transformers", "yaml", "ray", "vllm", "textworld", "alfworld", "spacy")
+OPTIONAL = (
+    "torch",
+    "transformers",
+    "yaml",
+    "ray",
+    "vllm",
+    "textworld",
+    "alfworld",
+    "spacy",
+    "verl",  # the verl integration's examples run in the verl environment (tests/test_verl.py)
+    "transfer_queue",
+)
 
 MODULES = sorted(
     info.name for info in pkgutil.walk_packages(agentbench_rl.__path__, prefix="agentbench_rl.")

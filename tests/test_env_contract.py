@@ -217,9 +217,9 @@ def test_split_pins_and_checksums(contract: tuple[str, TextAgentEnv[Any], dict[s
         assert cls.task_ids(split) == ids  # the order is pinned too
         checksums[split] = cls.split_checksum(split)
         assert checksums[split] == cls.split_checksum(split)
-        # the reference submissions recorded the checksum they ran on
+        # the reference submissions recorded the checksum they ran on (bound to the env's id)
         for summary in (REPO_ROOT / "leaderboards" / name / split).glob("*/summary.json"):
             recorded = json.loads(summary.read_text("utf-8"))["split_checksum"]
-            assert recorded == checksums[split], summary
+            assert recorded == cls.results_checksum(checksums[split]), summary
     assert len(set(checksums.values())) == len(checksums)  # distinct splits, distinct sums
     assert cls.prompt_instruction  # every env says what it asks of the agent

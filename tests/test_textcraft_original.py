@@ -67,6 +67,10 @@ def test_adapt_split_is_the_originals_rule(original: Any) -> None:
     items = [item for item, _ in listed if item != "minecraft:netherite_block"]
     expected = [items[index % len(items)].removeprefix("minecraft:") for index in range(ADAPT_SIZE)]
     assert [row["item"] for row in load_manifest()["splits"]["adapt"]] == expected
+    # So adapt-i is the original's reset(seed=i) below netherite_block's place (90), seed=i+1 on.
+    assert listed[90][0] == "minecraft:netherite_block"
+    by_seed = [item.removeprefix("minecraft:") for item, _ in listed]
+    assert expected == by_seed[:90] + by_seed[91 : ADAPT_SIZE + 1]
 
 
 PROBES = [
@@ -92,9 +96,11 @@ def comparable(text: str) -> Any:
 
 def test_same_feedback_and_rewards_on_the_same_actions(original: Any, capsys: Any) -> None:
     rng = random.Random(0)
-    env = TextCraftEnv(split="test", max_steps=1000)
-    task_ids = rng.sample(env.task_ids("test"), 60) + env.task_ids("adapt")[:11]
+    test_env = TextCraftEnv(split="test", max_steps=1000)
+    adapt_env = TextCraftEnv(split="adapt", max_steps=1000)  # an env plays its own split only
+    task_ids = rng.sample(test_env.task_ids("test"), 60) + adapt_env.task_ids("adapt")[:11]
     for task_id in task_ids:
+        env = adapt_env if task_id.startswith("adapt-") else test_env
         _, info = env.reset(options={"task_id": task_id})
         original.goal, original.inventory = env.goal, {}
         for turn in range(300):
@@ -111,4 +117,36 @@ def test_same_feedback_and_rewards_on_the_same_actions(original: Any, capsys: An
             if terminated:
                 break
         assert env.won(), task_id
+    capsys.readouterr()  # the original prints "Wrong Item Count ..." on some crafts
+
+
+@pytest.mark.parametrize(
+    ("held", "action"),
+    [
+        # A 0-count ingredient not held: "not enough items" (has_items wants it in the inventory).
+        ({"minecraft:oak_planks": 4}, "craft 1 crafting table using 4 oak planks, 0 stick"),
+        # Held, the 0-count ingredient is an extra input: no valid recipe.
+        (
+            {"minecraft:oak_planks": 4, "minecraft:stick": 1},
+            "craft 1 crafting table using 4 oak planks, 0 stick",
+        ),
+        # A repeated ingredient: each entry alone is held, and no recipe takes it twice.
+        ({"minecraft:bamboo": 2}, "craft 1 stick using 2 bamboo, 2 bamboo"),
+        ({"minecraft:bamboo": 4}, "craft 1 stick using 2 bamboo, 2 bamboo"),
+        ({"minecraft:bamboo": 1}, "craft 1 stick using 2 bamboo, 2 bamboo"),
+        # Several malformed pieces: the first written is reported.
+        ({}, "craft 1 granite using quartz, diorite"),
+        ({}, "craft 1 granite using 1 diorite, quartz, andesite"),
+    ],
+)
+def test_craft_messages_equal_the_originals(
+    original: Any, capsys: Any, held: dict[str, int], action: str
+) -> None:
+    env = TextCraftEnv(split="test")
+    env.reset(options={"task_id": env.task_ids("test")[0]})
+    env.inventory, original.goal, original.inventory = dict(held), env.goal, dict(held)
+    ours, reward, _, _, _ = env.step(action)
+    theirs, their_reward, _, _, _ = original.step(action)
+    assert (ours, reward) == (theirs, their_reward)
+    assert env.inventory == original.inventory == held
     capsys.readouterr()  # the original prints "Wrong Item Count ..." on some crafts

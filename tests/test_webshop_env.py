@@ -15,8 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentbench_rl
+from agentbench_rl.agents import load_agent
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.base import EpisodeEndedError
-from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action
+from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action, search_query
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
 from agentbench_rl.envs.webshop.world import require_extras
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
@@ -261,7 +263,7 @@ def test_step_limit_is_fifteen(env: WebShopEnv) -> None:
 
 
 def test_same_task_same_episode(kwargs: dict[str, Any]) -> None:
-    first, second = WebShopEnv(**kwargs), WebShopEnv(**kwargs)
+    first, second = WebShopEnv(split="train", **kwargs), WebShopEnv(split="train", **kwargs)
     for env in (first, second):
         env.reset(seed=3, options={"task_id": "train-01234"})
     assert first.goal == second.goal
@@ -271,7 +273,7 @@ def test_same_task_same_episode(kwargs: dict[str, Any]) -> None:
     # Without a task id, a task of the split is drawn from the seed.
     _, info = first.reset(seed=11)
     _, again = second.reset(seed=11)
-    assert info["task_id"] == again["task_id"] and info["task_id"].startswith("test-")
+    assert info["task_id"] == again["task_id"] and info["task_id"].startswith("train-")
 
 
 def test_expert_on_the_first_test_goals(env: WebShopEnv) -> None:
@@ -293,7 +295,8 @@ def test_harness_runs_the_expert(kwargs: dict[str, Any], tmp_path: Path) -> None
     )
     summary = evaluate(config, tmp_path / "run")
     assert summary["success"]["mean"] == 1.0
-    assert summary["split_checksum"] == WebShopEnv.split_checksum("test")
+    # the split's manifest checksum bound to the env id
+    assert summary["split_checksum"] == stable_hash(["webshop", WebShopEnv.split_checksum("test")])
 
 
 def test_human_goals(kwargs: dict[str, Any]) -> None:
@@ -302,7 +305,7 @@ def test_human_goals(kwargs: dict[str, Any]) -> None:
     assert env.checksum() != WebShopEnv.split_checksum("test")
     observation, _ = env.reset(options={"task_id": "test-00012"})
     assert env.goal.instruction_text in observation
-    with pytest.raises(ValueError, match="past the last goal"):
+    with pytest.raises(ValueError, match="'test-00013' is not a task id of split 'test'"):
         env.reset(options={"task_id": "test-00013"})
     with pytest.raises(ValueError, match="no goals"):
         WebShopEnv(split="train", human_goals=True, **kwargs).reset(seed=0)
@@ -327,7 +330,57 @@ def test_expert_on_the_whole_test_split(env: WebShopEnv) -> None:
                 env.world.nouns,
             ).score
             # A loss is either the colour quirk or a goal product missing from the top 50.
-            missing = goal.asin not in env.world.index.search(goal.instruction_text.lower())
+            missing = goal.asin not in env.world.index.search(search_query(goal.instruction_text))
             assert exact < 1.0 or missing
     success = sum(score == 1.0 for score in scores) / len(scores)
     assert success >= 0.95 and sum(scores) / len(scores) >= 0.98
+
+
+def test_random_agent_draws_among_a_users_choices(env: WebShopEnv) -> None:
+    agent = load_agent("random")
+    env.reset(options={"task_id": "test-00003"})
+    agent.begin_episode(env, seed=5)
+    # The search page's only choice is searching the instruction (not the literal "search[...]").
+    query = search_query(env.goal.instruction_text)
+    assert env.user_choices() == [f"search[{query}]"]
+    _, _, _, _, info = env.step(agent.act("", {}))
+    assert env.page.kind == "results"
+    results = env.world.index.search(query)
+    # Then every clickable is a choice: back to search, next >, the 10 product links.
+    assert env.user_choices() == ["click[back to search]", "click[next >]"] + [
+        f"click[{asin.lower()}]" for asin in results[:10]
+    ]
+    assert env.user_choices() == [a for a in info["admissible_actions"] if a != SEARCH_ACTION]
+    drawn = set()
+    for _ in range(200):
+        action = agent.act("", info)
+        assert action in env.user_choices()
+        drawn.add(action)
+    assert drawn == set(env.user_choices())  # uniform over 12 choices: all appear in 200 draws
+
+
+def test_rule_agent_buys_the_first_result(env: WebShopEnv) -> None:
+    agent = load_agent("rule")
+    env.reset(options={"task_id": "test-00001"})
+    agent.begin_episode(env, seed=0)
+    first = env.world.index.search(search_query(env.goal.instruction_text))[0]
+    actions = []
+    while not env.episode_over:
+        actions.append(agent.act("", {}))
+        env.step(actions[-1])
+    assert actions == [
+        f"search[{search_query(env.goal.instruction_text)}]",
+        f"click[{first.lower()}]",
+        "click[buy now]",
+    ]
+    product = env.world.catalogue.by_asin[first]
+    # Bought with no option clicked: the purchase is scored with empty options.
+    expected = get_reward(
+        product, env.goal, env.world.catalogue.prices[first], {}, env.world.nouns
+    ).score
+    assert env.score() == expected
+
+
+def test_rule_agent_is_webshop_only() -> None:
+    with pytest.raises(ValueError, match="WebShop's rule baseline"):
+        load_agent("rule").begin_episode(agentbench_rl.make("sokoban", split="test"), seed=0)

@@ -1,5 +1,5 @@
-"""Agents by name: ``random``, ``expert``, ``hf:<model>``, ``openai:<base_url>#<model>``, or
-``python:module:callable`` for your own."""
+"""Agents by name: ``random``, ``expert``, ``rule`` (WebShop's rule baseline), ``hf:<model>``,
+``openai:<base_url>#<model>``, or ``python:module:callable`` for your own."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ from typing import Any
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
+from agentbench_rl.envs.webshop.baselines import RuleAgent
 
-BUILTIN_AGENTS: dict[str, Callable[[], Agent]] = {"random": RandomAgent, "expert": ExpertAgent}
+BUILTIN_AGENTS: dict[str, Callable[[], Agent]] = {
+    "random": RandomAgent,
+    "expert": ExpertAgent,
+    "rule": RuleAgent,
+}
 
 
 def load_agent(spec: str) -> Agent:

@@ -10,7 +10,12 @@ from agentbench_rl.envs.base import TextAgentEnv
 
 
 class RandomAgent:
-    """Uniform over the admissible actions, seeded per episode.
+    """Uniform over the choices a user has now (``env.user_choices()``), seeded per episode.
+
+    Those are the admissible actions, except where an env lists a placeholder: on WebShop's
+    search page the one choice is searching the goal instruction, elsewhere every clickable is
+    equally likely. Without such an env (``begin_episode(None, ...)``, or an env of another
+    library) it draws from ``info["admissible_actions"]``.
 
     Example:
         >>> agent = RandomAgent()
@@ -23,15 +28,18 @@ class RandomAgent:
 
     def __init__(self) -> None:
         self._rng = random.Random(0)
+        self._env: TextAgentEnv[Any] | None = None
 
     def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
         """Reseed from the episode seed, so an episode never depends on the ones before it."""
         self._rng = random.Random(seed)
+        self._env = getattr(env, "unwrapped", env)
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
-        """A uniformly drawn admissible action (``""`` if there is none)."""
-        actions = info.get("admissible_actions") or [""]
-        return str(self._rng.choice(actions))
+        """A uniformly drawn choice (``""`` if there is none)."""
+        user_choices = getattr(self._env, "user_choices", None)  # None: no env, or not ours
+        actions = user_choices() if user_choices else info.get("admissible_actions") or []
+        return str(self._rng.choice(actions or [""]))
 
 
 class ExpertAgent:

@@ -18,6 +18,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from agentbench_rl.core.actions import canonicalize_action
+from agentbench_rl.core.hashing import stable_hash
 
 ObsType = TypeVar("ObsType")
 
@@ -26,6 +27,10 @@ TEXT_CHARSET = frozenset(string.printable + "√")
 MAX_TEXT_LENGTH = 1_000_000
 #: Bound of the action space (what ``action_space.sample()`` draws); longer text is still accepted.
 MAX_ACTION_LENGTH = 4096
+#: Longest task id ``reset`` looks up (ALFWorld's, the longest, are about 100 characters).
+MAX_TASK_ID_LENGTH = 300
+#: The keys ``reset(options=...)`` takes; anything else is a typo, refused rather than ignored.
+RESET_OPTIONS = frozenset({"task_id"})
 
 
 class UnicodeText(spaces.Text):
@@ -131,8 +136,80 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         """Hash of the split's manifest: two runs on the same checksum saw the same tasks."""
 
     def checksum(self) -> str:
-        """Checksum of this env's split as configured (what results files record)."""
+        """Checksum of this env's split as configured (see :meth:`results_checksum`)."""
         return self.split_checksum(self.split)
+
+    @classmethod
+    def results_checksum(cls, split_checksum: str) -> str:
+        """What results files record as ``split_checksum``: a split checksum bound to this env's
+        id, so a run of one env never passes for another that plays the same levels (Sokoban and
+        visual Sokoban share theirs).
+
+        Example:
+            >>> from agentbench_rl.envs import env_class
+            >>> text, visual = env_class("sokoban"), env_class("visual_sokoban")
+            >>> text.split_checksum("test") == visual.split_checksum("test")
+            True
+            >>> text.results_checksum("abc") == visual.results_checksum("abc")
+            False
+        """
+        return stable_hash([cls.env_name, split_checksum])
+
+    def has_task(self, task_id: str) -> bool:
+        """Whether ``task_id`` is, exactly, the id of a task of this env's split (no aliases).
+
+        Example:
+            >>> import agentbench_rl
+            >>> env = agentbench_rl.make("sokoban", split="test")
+            >>> env.has_task("test-0000"), env.has_task("test-00000"), env.has_task("val-0000")
+            (True, False, False)
+        """
+        return task_id in self._split_task_set()
+
+    def _split_task_set(self) -> frozenset[str]:
+        cached: frozenset[str] | None = getattr(self, "_task_set", None)
+        if cached is None:
+            cached = self._task_set = frozenset(self.task_ids(self.split))
+        return cached
+
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str] | None:
+        """Task id -> category for a fixed split, as :meth:`category` reports it; ``None`` where
+        the env cannot tell without data that may be missing (the validator then checks form
+        only)."""
+        return None
+
+    @classmethod
+    def implausible_episode(
+        cls, success: bool, score: float, steps: int, episode_return: float
+    ) -> str | None:
+        """Why an episode row of the standard setting cannot come from this env, or ``None``.
+
+        Every episode takes at least one step and at most the step limit, and a success scores 1;
+        subclasses add what their reward rule implies (:meth:`expected_return`).
+
+        Example:
+            >>> from agentbench_rl.envs import env_class
+            >>> env_class("sokoban").implausible_episode(True, 1.0, 0, 11.0)
+            'success in 0 steps'
+        """
+        if steps < 1:
+            return f"{'success' if success else 'an episode'} in 0 steps"
+        if steps > cls.default_max_steps:
+            return f"{steps} steps, past the step limit of {cls.default_max_steps}"
+        if success and score != 1.0:
+            return f"success with score {score}"
+        expected = cls.expected_return(success, score, steps)
+        if expected is not None and abs(episode_return - expected) > 1e-6:
+            outcome = "a success" if success else "a failure"
+            return f"return {episode_return} for {outcome} in {steps} steps (expected {expected})"
+        return None
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float | None:
+        """The return of an episode with this outcome under the standard reward rule, or
+        ``None`` where the outcome does not fix it."""
+        return None
 
     @abstractmethod
     def _sample_task_id(self) -> str:
@@ -186,6 +263,14 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         """
         return False
 
+    def user_choices(self) -> list[str]:
+        """The concrete actions a user could take now: what the ``random`` agent draws from.
+
+        The admissible actions, unless the env lists a placeholder among them (WebShop's
+        ``search[...]``), in which case it says which concrete actions a user would take.
+        """
+        return self.admissible_actions()
+
     def score(self) -> float:
         """Task score in 0..1 (partial credit where the env has it; else 1 if won)."""
         return 1.0 if self.won() else 0.0
@@ -199,15 +284,42 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[ObsType, dict[str, Any]]:
         """Start an episode on ``options["task_id"]`` (or a task drawn from ``seed``)."""
+        task_id = self._requested_task(options)
         super().reset(seed=seed)
-        task_id = (options or {}).get("task_id")
         if task_id is None:
             task_id = self._sample_task_id()
-        self._load_task(str(task_id))
-        self.task_id = str(task_id)
+        self._load_task(task_id)
+        self.task_id = task_id
         self.steps = 0
         self._ended = False
         return self._observation(), self._info()
+
+    def _requested_task(self, options: Any) -> str | None:
+        """The task id ``options`` asks for (``None``: draw one); ``ValueError`` if bad."""
+        if options is None:
+            return None
+        if not isinstance(options, Mapping):
+            raise ValueError(
+                f"{self.env_name}: reset options must be a dict such as "
+                f"{{'task_id': ...}}, got {type(options).__name__}"
+            )
+        unknown = sorted(str(key) for key in options if key not in RESET_OPTIONS)
+        if unknown:
+            raise ValueError(
+                f"{self.env_name}: unknown reset option {unknown[0]!r} "
+                f"(known: {', '.join(sorted(RESET_OPTIONS))})"
+            )
+        task_id = options.get("task_id")
+        if task_id is None:
+            return None
+        if not isinstance(task_id, str):
+            raise ValueError(
+                f"{self.env_name}: task_id must be a string, got {type(task_id).__name__}"
+            )
+        if len(task_id) > MAX_TASK_ID_LENGTH or not self.has_task(task_id):
+            shown = task_id if len(task_id) <= 60 else task_id[:60] + "..."
+            raise ValueError(f"{self.env_name}: {shown!r} is not a task id of split '{self.split}'")
+        return task_id
 
     def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
         """Take one raw model output; bad input is answered, never raised on."""

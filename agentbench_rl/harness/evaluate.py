@@ -20,13 +20,16 @@ from typing import Any, cast
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 import agentbench_rl
 from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent
+from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.harness.journal import ResultsLock, read_journal
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, play
@@ -186,20 +189,9 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def _read_journal(path: Path) -> list[dict[str, Any]]:
-    """Episodes recorded so far; a torn last line (the process was killed mid-write) is dropped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text("utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
-def _prepare_folder(config: EvalConfig, out: Path, resume: bool) -> list[dict[str, Any]]:
+def _prepare_folder(
+    config: EvalConfig, out: Path, resume: bool, console: Console | None
+) -> list[dict[str, Any]]:
     """Check the results folder and return the episodes already done (for ``--resume``)."""
     config_path = out / CONFIG
     stored = asdict(config)
@@ -209,15 +201,23 @@ def _prepare_folder(config: EvalConfig, out: Path, resume: bool) -> list[dict[st
                 f"{out} already holds an evaluation; pass --resume to continue it "
                 "or choose another --out"
             )
-        previous = json.loads(config_path.read_text("utf-8"))
+        previous = read_json(config_path, str(config_path))
+        if not isinstance(previous, dict):
+            raise ValueError(f"{config_path} must hold a JSON object")
         if previous != stored:
             changed = sorted(k for k in stored if previous.get(k) != stored[k])
             raise ValueError(
                 f"--resume: {out} holds an evaluation with a different {', '.join(changed)}"
             )
-    out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(config_path, json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    done = _read_journal(out / JOURNAL)
+    journal = read_journal(out / JOURNAL, EPISODE_COLUMNS)
+    if journal.duplicates:
+        message = (
+            f"{out / JOURNAL}: {journal.duplicates} episodes were recorded twice; "
+            "each counts once (the first record is kept)"
+        )
+        (console or Console(stderr=True)).print(f"warning: {escape(message)}", highlight=False)
+    done = journal.rows
     if not done:
         final = out / f"episodes.{config.episodes_format}"
         if final.exists() and (out / SUMMARY).exists():
@@ -252,7 +252,24 @@ def evaluate(
     if agent is not None and workers != 1:
         raise ValueError("an agent object plays in this process only: use workers=1")
     out = Path(out)
-    done = _prepare_folder(config, out, resume)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file, not a results folder")
+    out.mkdir(parents=True, exist_ok=True)
+    with ResultsLock(out):  # one run writes a results folder at a time
+        return _evaluate_in(config, env, out, workers, resume, console, agent)
+
+
+def _evaluate_in(
+    config: EvalConfig,
+    env: TextAgentEnv[Any],
+    out: Path,
+    workers: int,
+    resume: bool,
+    console: Console | None,
+    agent: Agent | None,
+) -> dict[str, Any]:
+    """:func:`evaluate` in a results folder it holds the lock of."""
+    done = _prepare_folder(config, out, resume, console)
     tasks = config.tasks()
     order = {task: index for index, task in enumerate(tasks)}
     finished = {(row["task_id"], int(row["seed"])) for row in done}
@@ -261,7 +278,7 @@ def evaluate(
 
     if jobs:
         with (
-            open(out / JOURNAL, "a", encoding="utf-8") as journal,
+            read_journal(out / JOURNAL, EPISODE_COLUMNS).append_to(out / JOURNAL) as journal,
             Progress(
                 "[progress.description]{task.description}",
                 BarColumn(),
@@ -273,7 +290,7 @@ def evaluate(
             ) as progress,
         ):
             bar = progress.add_task(
-                f"{config.env}/{config.split} {config.agent}",
+                escape(f"{config.env}/{config.split} {config.agent}"),
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
@@ -309,7 +326,7 @@ def evaluate(
         "split": config.split,
         "agent": config.agent,
         "seeds": list(config.seeds),
-        "split_checksum": env.checksum(),
+        "split_checksum": env.results_checksum(env.checksum()),
         "complete_split": len(tasks) == len(env.task_ids(config.split)),
         **summarize(episodes),
         # actions that were not text (an agent returning None): invalid, counted apart

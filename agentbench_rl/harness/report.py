@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -22,7 +23,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         f"{summary['env']} / {summary['split']} / {summary['agent']}: "
         f"{summary['n_episodes']} episodes, seeds {summary['seeds']}"
     )
-    table = Table(title=title)
+    table = Table(title=escape(title))
     for column in ("", "tasks", "success %", "95% CI", "bootstrap CI", "score %"):
         table.add_column(column, justify="right" if column else "left")
     success, score = summary["success"], summary["score"]

@@ -2,11 +2,14 @@
 
 Every filed submission is validated again when the boards are built, and its folder name must be
 the id its files give (``<name>-<digest>``), so a file edited after filing, or a submission moved
-to another board, stops the render instead of showing a number nobody can recompute.
+to another board, is left off the boards (with a warning naming it) instead of showing a number
+nobody can recompute. One bad submission never takes the other boards down with it.
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,29 +95,49 @@ def entry_from(submission: ValidatedSubmission, identifier: str) -> Entry:
     )
 
 
-def collect_boards(root: Path) -> list[Board]:
+def _warn(message: str) -> None:
+    warnings.warn(message, stacklevel=3)
+
+
+def filed_entry(root: Path, folder: Path) -> tuple[str, str, Entry]:
+    """The board (env, split) and row of the submission filed in ``folder``.
+
+    Raises :class:`SubmissionError` naming the folder and its first problem.
+    """
+    where = folder.relative_to(root).as_posix()
+    try:
+        submission = validate_submission(folder)
+    except SubmissionError as error:
+        raise SubmissionError(f"{where}: {error}") from None
+    identifier = submission_id(submission)
+    expected = f"{submission.env}/{submission.split}/{identifier}"
+    if where != expected:
+        raise SubmissionError(
+            f"{where}: its files give the id {expected}; a filed submission "
+            "must not be edited or moved (submit it again instead)"
+        )
+    return submission.env, submission.split, entry_from(submission, identifier)
+
+
+def collect_boards(root: Path, on_skip: Callable[[str], None] = _warn) -> list[Board]:
     """Validate every submission filed under ``root`` and group them into ranked boards.
 
-    Raises :class:`SubmissionError` naming the submission folder and its first problem.
+    A submission that does not validate (or cannot be read at all) is left off, and ``on_skip``
+    (by default a ``UserWarning``) gets one line naming it and its first problem.
     """
     root = Path(root)
     grouped: dict[tuple[str, str], list[Entry]] = {}
     for folder in stored_submissions(root):
-        where = folder.relative_to(root).as_posix()
         try:
-            submission = validate_submission(folder)
+            env, split, entry = filed_entry(root, folder)
         except SubmissionError as error:
-            raise SubmissionError(f"{where}: {error}") from None
-        identifier = submission_id(submission)
-        expected = f"{submission.env}/{submission.split}/{identifier}"
-        if where != expected:
-            raise SubmissionError(
-                f"{where}: its files give the id {expected}; a filed submission "
-                "must not be edited or moved (submit it again instead)"
-            )
-        grouped.setdefault((submission.env, submission.split), []).append(
-            entry_from(submission, identifier)
-        )
+            on_skip(f"skipped {error}")
+            continue
+        except Exception as error:
+            where = folder.relative_to(root).as_posix()
+            on_skip(f"skipped {where}: {type(error).__name__}: {error}".splitlines()[0])
+            continue
+        grouped.setdefault((env, split), []).append(entry)
     return [
         Board(env, split, tuple(sorted(entries, key=lambda entry: entry.rank_key)))
         for (env, split), entries in sorted(grouped.items())

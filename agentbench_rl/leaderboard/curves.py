@@ -14,19 +14,20 @@ validation iteration appears once and every success is a number in [0, 1].
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
-from agentbench_rl.leaderboard.schema import SubmissionMetadata, read_json, seed_list
+from agentbench_rl.core.jsonfile import json_lines, read_json
+from agentbench_rl.leaderboard.schema import SubmissionMetadata, seed_list
 
 CURVES_FILE = "curves.json"
 CURVES_DIR = "curves"
 METRICS_FILE = "metrics.jsonl"
-_SEED_DIR = re.compile(r"^seed-(0|[1-9]\d*)$")
-_WHOLE = re.compile(r"^(0|[1-9]\d*)$")
+# ASCII digits only (int() would also read other scripts' digits), at most 12 of them.
+_SEED_DIR = re.compile(r"seed-(0|[1-9][0-9]{0,11})")
+_WHOLE = re.compile(r"0|[1-9][0-9]{0,11}")
 
 #: Per seed, validation iteration -> success rate (the input of ``threshold_crossing``).
 Curves = dict[int, dict[int, float]]
@@ -55,13 +56,13 @@ def _read_curves_json(path: Path) -> Curves:
         raise ValueError(f"{CURVES_FILE} must hold an object: seed -> {{iteration: success}}")
     curves: Curves = {}
     for seed_key, curve in data.items():
-        if not _WHOLE.match(seed_key):
+        if not _WHOLE.fullmatch(seed_key):
             raise ValueError(f"{CURVES_FILE}: seed '{seed_key}' is not a whole number")
         if not isinstance(curve, dict):
             raise ValueError(f"{CURVES_FILE}: seed {seed_key} must map iteration -> success")
         points: dict[int, float] = {}
         for iteration_key, value in curve.items():
-            if not _WHOLE.match(iteration_key):
+            if not _WHOLE.fullmatch(iteration_key):
                 raise ValueError(
                     f"{CURVES_FILE}: seed {seed_key}: iteration '{iteration_key}' "
                     "is not a whole number"
@@ -78,16 +79,10 @@ def _read_curves_json(path: Path) -> Curves:
 def _read_metrics_jsonl(path: Path, name: str) -> dict[int, float]:
     points: dict[int, float] = {}
     try:
-        lines = path.read_text("utf-8").splitlines()
+        text = path.read_text("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{name} is not UTF-8 text") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{name} line {number} is not valid JSON ({error.msg})") from None
+    for number, row in json_lines(text, name):
         if not isinstance(row, dict):
             raise ValueError(f"{name} line {number} is not a JSON object")
         iteration = row.get("iteration")
@@ -103,9 +98,11 @@ def _read_metrics_jsonl(path: Path, name: str) -> dict[int, float]:
 
 
 def _read_curves_dir(folder: Path) -> Curves:
+    if not (folder / CURVES_DIR).is_dir():
+        raise ValueError(f"{CURVES_DIR} must be a folder of seed-<N>/{METRICS_FILE}")
     curves: Curves = {}
     for entry in sorted((folder / CURVES_DIR).iterdir()):
-        match = _SEED_DIR.match(entry.name)
+        match = _SEED_DIR.fullmatch(entry.name)
         if not match or not (entry / METRICS_FILE).is_file():
             raise ValueError(
                 f"{CURVES_DIR}/ holds '{entry.name}'; expected seed-<N>/{METRICS_FILE} only"

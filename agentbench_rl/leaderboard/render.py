@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from agentbench_rl.harness.results import atomic_write_bytes, atomic_write_text
 from agentbench_rl.leaderboard.board import Board, Entry, collect_boards
 from agentbench_rl.leaderboard.plots import category_plot, curves_plot, success_plot
 from agentbench_rl.leaderboard.reported import ReportedNumbers, ReportedRow, load_reported
+from agentbench_rl.leaderboard.store import check_root
 
 README = "README.md"
 SITE = "site"
@@ -409,14 +410,19 @@ def draw_plots(boards: Sequence[Board]) -> dict[str, bytes]:
     return plots
 
 
-def render(root: Path, reported: ReportedNumbers | None = None) -> list[Path]:
+def render(
+    root: Path,
+    reported: ReportedNumbers | None = None,
+    on_skip: Callable[[str], None] | None = None,
+) -> list[Path]:
     """Validate every filed submission under ``root`` and write the boards; return the files.
 
-    Plots of boards that no longer exist are removed from ``site/``, so the folder always holds
-    exactly what the current submissions give.
+    A filed submission that does not validate is left off, with one line to ``on_skip`` (default:
+    a warning). Plots of boards that no longer exist are removed from ``site/``, so the folder
+    always holds exactly what the current valid submissions give.
     """
-    root = Path(root)
-    boards = collect_boards(root)
+    root = check_root(root)
+    boards = collect_boards(root, on_skip) if on_skip else collect_boards(root)
     reported = reported or load_reported()
     plots = draw_plots(boards)
     site = root / SITE

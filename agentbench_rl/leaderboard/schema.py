@@ -23,15 +23,23 @@ Example:
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agentbench_rl.core.jsonfile import read_json
+
 METADATA_FILE = "metadata.json"
 MAX_SEED = 2**32 - 1
+#: Bounds of the numbers a board shows: far beyond any real run, small enough that every one
+#: renders (10**400 parameters would overflow the float a count is shown as).
+MAX_PARAMETERS = 10**15
+MAX_ITERATIONS = 10**9
+MAX_ROLLOUTS = 10**15
+MAX_SEEDS = 10_000
 
 #: One line of printable text (no control characters, so it cannot break a table row).
 _LINE = r"^[^\x00-\x1f\x7f]+$"
@@ -44,8 +52,10 @@ class TrainingBudget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    iterations: int = Field(ge=0, description="Policy-update iterations.")
-    rollouts: int = Field(ge=0, description="Trajectories sampled over the whole training run.")
+    iterations: int = Field(ge=0, le=MAX_ITERATIONS, description="Policy-update iterations.")
+    rollouts: int = Field(
+        ge=0, le=MAX_ROLLOUTS, description="Trajectories sampled over the whole training run."
+    )
 
 
 class SubmissionMetadata(BaseModel):
@@ -60,11 +70,13 @@ class SubmissionMetadata(BaseModel):
         description="Advantage estimator used in training (grpo, gigpo, ...); null if untrained."
     )
     training: TrainingBudget | None = Field(description="Training budget; null if untrained.")
-    parameters: Annotated[int, Field(ge=0)] | None = Field(
+    parameters: Annotated[int, Field(ge=0, le=MAX_PARAMETERS)] | None = Field(
         description="Number of model parameters; null for agents that are not a model."
     )
     seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
-        min_length=1, description="The evaluation seeds; the episodes must hold exactly these."
+        min_length=1,
+        max_length=MAX_SEEDS,
+        description="The evaluation seeds; the episodes must hold exactly these.",
     )
     code_version: Line = Field(description="Version or commit of the code that produced the run.")
     contact: Line = Field(description="Who answers questions about the submission.")
@@ -73,7 +85,7 @@ class SubmissionMetadata(BaseModel):
     @field_validator("seeds")
     @classmethod
     def _seeds_unique(cls, seeds: list[int]) -> list[int]:
-        repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+        repeated = sorted(seed for seed, times in Counter(seeds).items() if times > 1)
         if repeated:
             raise ValueError(f"seeds repeat: {repeated}")
         return seeds
@@ -109,30 +121,6 @@ def describe_validation_error(error: ValidationError, file_name: str = METADATA_
         rule = "an http:// or https:// URL" if location == "url" else "one line of printable text"
         return f"{file_name}: field '{location}' must be {rule}"
     return f"{file_name}: field '{location}': {first['msg']}"
-
-
-def read_json(path: Path) -> Any:
-    """Parse a JSON file, raising ``ValueError`` with one line that names the file and position.
-
-    Example:
-        >>> import tempfile
-        >>> path = Path(tempfile.mkdtemp()) / "metadata.json"
-        >>> _ = path.write_text("{oops")
-        >>> try:
-        ...     read_json(path)
-        ... except ValueError as error:
-        ...     print(error)
-        metadata.json is not valid JSON (line 1, column 2: Expecting property name enclosed in double quotes)
-    """  # noqa: E501
-    try:
-        return json.loads(Path(path).read_text("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{Path(path).name} is not valid JSON (not UTF-8 text)") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"{Path(path).name} is not valid JSON "
-            f"(line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
 
 
 def load_metadata(path: Path) -> SubmissionMetadata:

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.harness.results import current_umask
 from agentbench_rl.leaderboard.schema import METADATA_FILE
 from agentbench_rl.leaderboard.validate import (
     SubmissionError,
@@ -51,6 +52,21 @@ def submission_id(submission: ValidatedSubmission) -> str:
     return f"{slugify(submission.metadata.name)}-{digest}"
 
 
+def check_root(root: Path) -> Path:
+    """``root`` as a leaderboards folder; ``ValueError`` if something else has its name.
+
+    Example:
+        >>> check_root(Path("README.md"))
+        Traceback (most recent call last):
+        ...
+        ValueError: --root README.md is a file, not a leaderboards folder
+    """
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"--root {root} is a file, not a leaderboards folder")
+    return root
+
+
 def board_folder(root: Path, env: str, split: str) -> Path:
     """Where the submissions of one board live."""
     return Path(root) / env / split
@@ -84,6 +100,7 @@ def submit(folder: Path, root: Path = DEFAULT_ROOT) -> Path:
     :class:`~agentbench_rl.leaderboard.validate.ValidatedSubmission`). Raises
     :class:`SubmissionError` when the submission is invalid or already on the board.
     """
+    root = check_root(root)
     submission = validate_submission(Path(folder))
     identifier = submission_id(submission)
     board = board_folder(root, submission.env, submission.split)
@@ -93,6 +110,7 @@ def submit(folder: Path, root: Path = DEFAULT_ROOT) -> Path:
     board.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=board, prefix=f".incoming-{identifier}-"))
     try:
+        os.chmod(staging, 0o777 & ~current_umask())  # mkdtemp's 0700 would hide it from readers
         for name in submission.files:
             _copy_durably(submission.folder / name, staging / name)
         filed = validate_submission(staging)

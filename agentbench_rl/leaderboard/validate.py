@@ -10,10 +10,14 @@ A submission is a results folder of ``agentbench-rl eval`` on a standard evaluat
 first problem: the files are there and parse; the metadata fits the schema; the summary names a
 registered env and an evaluation split, and the run was a standard one (no ``--limit``,
 ``--max-steps`` or env options); the seeds of the summary and the config are the declared ones;
-the split checksum is the installed package's; the episodes table has the harness's columns and
-types, holds no undeclared seed, and every task of the split exactly once per declared seed; every
-figure of ``summary.json`` equals the one recomputed from the episodes (after the harness's
-rounding to 6 decimals); the training curves, if any, fit the metadata.
+the split checksum is the installed package's for this env (it covers the env id, so a run of one
+env never passes for another on the same levels); the package version and git commit have their
+forms; the episodes table has the harness's columns and types, holds no undeclared seed, and every
+task of the split exactly once per declared seed; every episode's category is the env's own for
+its task and its numbers are ones the env can produce (at least one step, within the step limit,
+a return its reward rule gives for that outcome); every figure of ``summary.json`` equals the one
+recomputed from the episodes (after the harness's rounding to 6 decimals); the training curves, if
+any, fit the metadata.
 
 The board is built from the recomputed figures, never from the stored ones.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.harness.evaluate import CONFIG, EPISODE_COLUMNS, SUMMARY
 from agentbench_rl.harness.stats import ThresholdResult, summarize, threshold_crossing
@@ -37,7 +43,6 @@ from agentbench_rl.leaderboard.schema import (
     METADATA_FILE,
     SubmissionMetadata,
     load_metadata,
-    read_json,
     seed_list,
 )
 
@@ -45,6 +50,14 @@ EPISODE_FILES = ("episodes.csv", "episodes.parquet")
 #: Splits that train agents; a board ranks agents on held-out splits only.
 TRAINING_SPLITS = ("train",)
 THRESHOLD = 0.95
+#: A package version as pip writes it (PEP 440 public version, optionally a local part).
+PACKAGE_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,4}((a|b|rc|\.post|\.dev)[0-9]+)*(\+[a-z0-9.]+)?")
+#: A git commit id: SHA-1 (40 hex digits) or SHA-256 (64).
+GIT_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+#: A category or agent name: one line of printable text (it becomes a table header or cell).
+_ONE_LINE = re.compile(r"[^\x00-\x1f\x7f]{1,100}")
+#: Bound on an episode's return where the env has no reward rule to check it against.
+MAX_RETURN = 1e9
 #: Fields of summary.json that the harness writes besides the figures ``summarize`` recomputes.
 RUN_FIELDS = (
     "env",
@@ -231,11 +244,30 @@ def _check_run(
         )
     if summary["config"] != config:
         raise SubmissionError(f"{SUMMARY}: config differs from {CONFIG}")
-    installed = env_class(env).split_checksum(split)
+    _check_formats(summary)
+    cls = env_class(env)
+    installed = cls.results_checksum(cls.split_checksum(split))
     if summary["split_checksum"] != installed:
         raise SubmissionError(
             f"{SUMMARY}: split_checksum {json.dumps(summary['split_checksum'])} differs from "
             f"the installed package's {json.dumps(installed)} for {env}/{split}"
+        )
+
+
+def _check_formats(summary: dict[str, Any]) -> None:
+    """The text fields of the summary that the harness writes have the harness's forms."""
+    agent, version, commit = summary["agent"], summary["package_version"], summary["git_commit"]
+    if not isinstance(agent, str) or not _ONE_LINE.fullmatch(agent):
+        raise SubmissionError(f"{SUMMARY}: agent must be one line of printable text")
+    if not isinstance(version, str) or not PACKAGE_VERSION.fullmatch(version):
+        raise SubmissionError(
+            f"{SUMMARY}: package_version {json.dumps(version)[:60]} is not a package version "
+            "(e.g. 0.3.0)"
+        )
+    if commit is not None and (not isinstance(commit, str) or not GIT_COMMIT.fullmatch(commit)):
+        raise SubmissionError(
+            f"{SUMMARY}: git_commit {json.dumps(commit)[:60]} is not a git commit id "
+            "(40 hexadecimal digits) or null"
         )
 
 
@@ -294,6 +326,10 @@ def _check_columns(episodes: pd.DataFrame, name: str) -> None:
         if not finite.all():
             index = int((~finite).to_numpy().argmax())
             raise SubmissionError(f"{_row(name, index)}: {column} is not a finite number")
+    huge = episodes["return"].abs() > MAX_RETURN
+    if huge.any():
+        index = int(huge.to_numpy().argmax())
+        raise SubmissionError(f"{_row(name, index)}: return is beyond ±{MAX_RETURN:g}")
     outside = (episodes["score"] < 0) | (episodes["score"] > 1)
     if outside.any():
         index = int(outside.to_numpy().argmax())
@@ -310,16 +346,18 @@ def _check_coverage(
 ) -> None:
     """No undeclared seed, and every task of the split exactly once per declared seed."""
     declared = sorted(seeds)
+    declared_set = set(declared)
     present = sorted(int(seed) for seed in episodes["seed"].unique())
     for seed in present:
-        if seed not in declared:
+        if seed not in declared_set:
             raise SubmissionError(
                 f"{name}: seed {seed} is not declared in {METADATA_FILE} "
                 f"(declared: {seed_list(declared)})"
             )
-    for seed in declared:
-        if seed not in present:
-            raise SubmissionError(f"{name}: declared seed {seed} has no episodes")
+    if len(present) < len(declared):
+        present_set = set(present)
+        seed = next(seed for seed in declared if seed not in present_set)
+        raise SubmissionError(f"{name}: declared seed {seed} has no episodes")
     tasks = env_class(env).task_ids(split)
     known = set(tasks)
     unknown = ~episodes["task_id"].isin(known)
@@ -328,19 +366,25 @@ def _check_coverage(
         raise SubmissionError(
             f"{_row(name, index)}: task '{episodes['task_id'].iloc[index]}' is not in {env}/{split}"
         )
-    for seed in declared:
-        counts = episodes.loc[episodes["seed"] == seed, "task_id"].value_counts()
-        for task in tasks:
-            if counts.get(task, 0) > 1:
-                raise SubmissionError(
-                    f"{name}: task {task} appears {counts[task]} times for seed {seed}"
-                )
-        for task in tasks:
-            if task not in counts:
-                raise SubmissionError(
-                    f"{name}: task {task} is missing for seed {seed} "
-                    "(every task of the split must appear once per seed)"
-                )
+    # Grouped once (linear in the rows), not filtered once per seed.
+    counts = episodes.groupby(["seed", "task_id"], sort=False).size()
+    repeated = counts[counts > 1]
+    if not repeated.empty:
+        order = {task: position for position, task in enumerate(tasks)}
+        seed, task = min(repeated.index, key=lambda key: (key[0], order[key[1]]))
+        raise SubmissionError(
+            f"{name}: task {task} appears {repeated[(seed, task)]} times for seed {seed}"
+        )
+    per_seed = counts.groupby(level=0).size()
+    short = per_seed[per_seed < len(tasks)]
+    if not short.empty:
+        seed = int(short.index.min())
+        have = set(episodes.loc[episodes["seed"] == seed, "task_id"])
+        task = next(task for task in tasks if task not in have)
+        raise SubmissionError(
+            f"{name}: task {task} is missing for seed {seed} "
+            "(every task of the split must appear once per seed)"
+        )
     categories = episodes.groupby("task_id", sort=True)["category"].unique()
     for task_id, values in categories.items():
         if len(values) > 1:
@@ -348,6 +392,33 @@ def _check_coverage(
             raise SubmissionError(
                 f"{name}: task {task_id} has categories {shown} in different seeds"
             )
+
+
+def _check_episodes(episodes: pd.DataFrame, name: str, env: str, split: str) -> None:
+    """Every category is the env's own for its task; every row is an outcome the env can give."""
+    cls = env_class(env)
+    own = cls.task_categories(split)
+    for index, (task, category) in enumerate(
+        zip(episodes["task_id"], episodes["category"], strict=True)
+    ):
+        if own is not None and own.get(task) != category:
+            raise SubmissionError(
+                f"{_row(name, index)}: category {json.dumps(category)[:60]} of task {task} "
+                f"is not the env's ({json.dumps(own.get(task))})"
+            )
+        if own is None and not _ONE_LINE.fullmatch(category):
+            raise SubmissionError(
+                f"{_row(name, index)}: category must be one line of printable text"
+            )
+    columns = zip(
+        episodes["success"], episodes["score"], episodes["steps"], episodes["return"], strict=True
+    )
+    for index, (success, score, steps, episode_return) in enumerate(columns):
+        reason = cls.implausible_episode(
+            bool(success), float(score), int(steps), float(episode_return)
+        )
+        if reason:
+            raise SubmissionError(f"{_row(name, index)}: implausible episode: {reason}")
 
 
 def recompute_figures(episodes: pd.DataFrame) -> dict[str, Any]:
@@ -381,6 +452,7 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     episodes = read_episode_table(folder / episodes_name)
     _check_columns(episodes, episodes_name)
     _check_coverage(episodes, episodes_name, env, split, metadata.seeds)
+    _check_episodes(episodes, episodes_name, env, split)
 
     figures = recompute_figures(episodes)
     expected = {"complete_split": True, **figures}

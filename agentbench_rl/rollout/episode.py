@@ -93,6 +93,17 @@ def agent_format_kept(agent: object, action: object) -> bool:
     return isinstance(action, str) and format_ok(action)
 
 
+def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
+    """The history entry of one step: the text of the observation acted on, and the env's
+    canonical form of the action (``after``: the info the step returned).
+
+    Example:
+        >>> history_step({"image": None, "text": "#P#"}, {"action_canonical": "up"})
+        HistoryStep(observation='#P#', action='up')
+    """
+    return HistoryStep(observation_text(observation), after["action_canonical"])
+
+
 def step_record(
     group: Any,
     traj: Any,
@@ -217,9 +228,7 @@ class Lockstep:
                     valid,
                 )
             )
-            episode.history.append(
-                HistoryStep(observation_text(episode.observation), info["action_canonical"])
-            )
+            episode.history.append(history_step(episode.observation, info))
             episode.steps += 1
             episode.total += float(reward)
             episode.invalid += not valid

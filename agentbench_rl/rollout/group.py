@@ -60,8 +60,9 @@ class GroupEnv(ParallelEnv[str, Any, str]):
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """Reset every member to one task: ``options["task_id"]``, or one drawn from ``seed``."""
-        options = dict(options or {})
+        """Reset every member to one task: ``options["task_id"]``, or one drawn from ``seed``
+        (other options, such as PettingZoo's API test passes, are not the members' to see)."""
+        options = {"task_id": (options or {}).get("task_id")}
         first = self.members[self.possible_agents[0]]
         observations, infos = {}, {}
         observation, info = first.reset(seed=seed, options=options)

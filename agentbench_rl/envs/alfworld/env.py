@@ -12,7 +12,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import ClassVar
@@ -174,6 +174,21 @@ class ALFWorldEnv(TextAgentEnv[str]):
             '4cc074d88d8cf6aa02111e8fdf50b001'
         """
         return load_manifest(split).checksum
+
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """The task type of every game of a split, from its manifest.
+
+        Example:
+            >>> ALFWorldEnv.task_categories("valid_seen")[ALFWorldEnv.task_ids("valid_seen")[0]]
+            'look_at_obj_in_light'
+        """
+        return {game.task_id: game.task_type for game in load_manifest(split).games}
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """1 on the winning step, 0 on every other step."""
+        return 1.0 if success else 0.0
 
     def _sample_task_id(self) -> str:
         games = self._manifest.games

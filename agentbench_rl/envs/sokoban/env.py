@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -14,13 +14,23 @@ from agentbench_rl.envs.sokoban.generator import LevelConfig
 from agentbench_rl.envs.sokoban.levels import (
     FIXED_SPLIT_SIZES,
     SPLITS,
+    STANDARD,
     difficulty,
     fixed_splits,
     load_level,
+    parse_task_id,
     task_id,
 )
 from agentbench_rl.envs.sokoban.render import TILE, render_image
-from agentbench_rl.envs.sokoban.rules import ACTIONS, move, render_grid, solved
+from agentbench_rl.envs.sokoban.rules import (
+    ACTIONS,
+    BOX_ON_TARGET,
+    SOLVED_BONUS,
+    STEP_PENALTY,
+    move,
+    render_grid,
+    solved,
+)
 from agentbench_rl.envs.sokoban.solver import solve
 
 _ALIASES_BY_ACTION = {
@@ -55,6 +65,7 @@ class _SokobanBase(TextAgentEnv[Any]):
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         # The step limit is also the generator's bound on the optimal solution.
         self.level_config = LevelConfig(width, height, num_boxes, self.max_steps)
+        fixed_splits(self.level_config)  # a setting that gives no levels fails here, not mid-run
         self._player = 0
         self._boxes: frozenset[int] = frozenset()
         self._grid: str | None = None
@@ -85,6 +96,40 @@ class _SokobanBase(TextAgentEnv[Any]):
     def checksum(self) -> str:
         """Checksum of this env's split for its level setting (room size, boxes, step limit)."""
         return self.split_checksum(self.split, self.level_config)
+
+    def has_task(self, task_id: str) -> bool:
+        """Whether ``task_id`` is exactly an id of this env's split (``train-<n>`` for train)."""
+        if self.split != "train":
+            return super().has_task(task_id)
+        try:
+            return parse_task_id(task_id)[0] == "train"
+        except ValueError:
+            return False
+
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """The difficulty of every level of a fixed split in the standard setting.
+
+        Example:
+            >>> SokobanEnv.task_categories("test")["test-0000"] in ("easy", "medium", "hard")
+            True
+        """
+        rows = fixed_splits(STANDARD)["splits"][split]
+        return {
+            row["task_id"]: difficulty(row["optimal_steps"], STANDARD.max_steps) for row in rows
+        }
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """Standard setting (one box): a step penalty per step, plus the box reaching its target
+        and the solve bonus on a success (a failure never had the box on the target).
+
+        Example:
+            >>> SokobanEnv.expected_return(True, 1.0, 3), SokobanEnv.expected_return(False, 0.0, 15)
+            (10.7, -1.5)
+        """
+        bonus = BOX_ON_TARGET + SOLVED_BONUS if success else 0.0
+        return round(STEP_PENALTY * steps + bonus, 10)
 
     def _sample_task_id(self) -> str:
         if self.split == "train":

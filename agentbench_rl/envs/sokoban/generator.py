@@ -13,6 +13,7 @@ on numpy 2, and its exhaustive reverse search costs far more than the 2 ms a lev
 from __future__ import annotations
 
 import random
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -31,6 +32,13 @@ _DIRECTIONS = ((1, 0), (0, 1), (-1, 0), (0, -1))
 P_CHANGE_DIRECTION = 0.35
 REVERSE_STATES = 20_000  # bound on the reverse search, for many boxes in large rooms
 MAX_ATTEMPTS = 1000
+#: Bounds of the level setting: beyond them building the 700 fixed levels takes minutes.
+MAX_SIDE = 12
+MAX_BOXES = 3
+MAX_STEP_LIMIT = 100
+#: Wall-clock bound on generating a setting's levels. It can only turn a run into an error,
+#: never change a level, so results stay the same on every machine that finishes.
+SEARCH_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -43,12 +51,21 @@ class LevelConfig:
     max_steps: int = 15
 
     def __post_init__(self) -> None:
-        if self.width < 4 or self.height < 4:
-            raise ValueError(f"sokoban: room must be at least 4x4, got {self.width}x{self.height}")
-        if self.num_boxes < 1:
-            raise ValueError(f"sokoban: num_boxes must be >= 1, got {self.num_boxes}")
-        if self.max_steps < 1:
-            raise ValueError(f"sokoban: max_steps must be >= 1, got {self.max_steps}")
+        for name in ("width", "height", "num_boxes", "max_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"sokoban: {name} must be a whole number, got {value!r}")
+        if not (4 <= self.width <= MAX_SIDE and 4 <= self.height <= MAX_SIDE):
+            raise ValueError(
+                f"sokoban: room must be 4x4 to {MAX_SIDE}x{MAX_SIDE}, "
+                f"got {self.width}x{self.height}"
+            )
+        if not 1 <= self.num_boxes <= MAX_BOXES:
+            raise ValueError(f"sokoban: num_boxes must be 1 to {MAX_BOXES}, got {self.num_boxes}")
+        if not 1 <= self.max_steps <= MAX_STEP_LIMIT:
+            raise ValueError(
+                f"sokoban: max_steps must be 1 to {MAX_STEP_LIMIT}, got {self.max_steps}"
+            )
         if self.num_boxes + 1 > (self.width - 2) * (self.height - 2):
             raise ValueError(
                 f"sokoban: {self.num_boxes} boxes do not fit a {self.width}x{self.height} room"
@@ -70,8 +87,13 @@ class Level:
         return render_grid(self.room, self.player, self.boxes)
 
 
-def generate_level(seed: int, config: LevelConfig | None = None) -> Level:
+def generate_level(
+    seed: int, config: LevelConfig | None = None, deadline: float | None = None
+) -> Level:
     """The level of ``seed``: same seed and config, same level, on every machine.
+
+    ``ValueError`` when the setting gives no level in :data:`MAX_ATTEMPTS` attempts, or the
+    ``time.monotonic()`` ``deadline`` passes first.
 
     Example:
         >>> level = generate_level(7)
@@ -84,7 +106,22 @@ def generate_level(seed: int, config: LevelConfig | None = None) -> Level:
         level = _attempt(rng, config)
         if level is not None:
             return level
-    raise RuntimeError(f"sokoban: no level found for seed {seed} in {MAX_ATTEMPTS} attempts")
+        if deadline is not None and time.monotonic() > deadline:
+            raise ValueError(
+                f"sokoban: generating {config.width}x{config.height} levels with "
+                f"{config.num_boxes} boxes took over {SEARCH_SECONDS:.0f} s; use a smaller room, "
+                "fewer boxes or a higher max_steps"
+            )
+    raise ValueError(
+        f"sokoban: no {config.width}x{config.height} level with {config.num_boxes} boxes solvable "
+        f"in {config.max_steps} steps after {MAX_ATTEMPTS} attempts; use a larger room, fewer "
+        "boxes or a higher max_steps"
+    )
+
+
+def search_deadline() -> float:
+    """The ``deadline`` of :func:`generate_level` for a search starting now."""
+    return time.monotonic() + SEARCH_SECONDS
 
 
 def _attempt(rng: random.Random, config: LevelConfig) -> Level | None:

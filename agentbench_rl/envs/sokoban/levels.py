@@ -1,10 +1,12 @@
 """Sokoban's task ids and splits.
 
 Task ids are ``<split>-<index>``: ``test-0000`` .. ``test-0499``, ``val-0000`` .. ``val-0199``, and
-``train-<n>`` for any n >= 0. For the standard setting (6x6, one box, 15 steps) the test and val
-levels are pinned in ``splits.json`` (shipped with the package) by layout and layout hash; every
-other setting builds its fixed splits with the same seeded procedure. Train levels are generated
-on demand and skip any layout of the test or val split, so the splits never share a level.
+``train-<n>`` for any 0 <= n < 2**31, written without leading zeros. Each level has exactly one id
+(``test-00000`` or ``train-007`` are refused, not read as aliases). For the standard setting (6x6,
+one box, 15 steps) the test and val levels are pinned in ``splits.json`` (shipped with the package)
+by layout and layout hash; every other setting builds its fixed splits with the same seeded
+procedure. Train levels are generated on demand and skip any layout of the test or val split, so
+the splits never share a level.
 """
 
 from __future__ import annotations
@@ -17,51 +19,60 @@ from importlib import resources
 from typing import Any
 
 from agentbench_rl.core.hashing import seed_from, stable_hash
-from agentbench_rl.envs.sokoban.generator import Level, LevelConfig, generate_level
+from agentbench_rl.envs.sokoban.generator import Level, LevelConfig, generate_level, search_deadline
 from agentbench_rl.envs.sokoban.rules import parse_grid
 
 STANDARD = LevelConfig()
 FIXED_SPLIT_SIZES = {"test": 500, "val": 200}
 SPLITS = ("train", "val", "test")
 MANIFEST = "splits.json"
-_TASK_ID = re.compile(r"^(train|val|test)-(\d+)$")
+TRAIN_SIZE = 2**31  # train ids are train-0 .. train-2147483647
+_TASK_ID = re.compile(r"(train|val|test)-([0-9]{1,10})", re.ASCII)
 
 
-def parse_task_id(task_id: str) -> tuple[str, int]:
+def parse_task_id(value: str) -> tuple[str, int]:
     """Split ``test-0042`` into ``("test", 42)``; raises ``ValueError`` naming the bad id.
 
     Example:
         >>> parse_task_id("val-0007")
         ('val', 7)
     """
-    match = _TASK_ID.match(task_id)
-    if match is None:
-        raise ValueError(f"sokoban: bad task id '{task_id}' (expected e.g. test-0042 or train-7)")
+    match = _TASK_ID.fullmatch(value) if len(value) <= 16 else None
+    if match is None or value != task_id(match.group(1), int(match.group(2))):
+        shown = value if len(value) <= 40 else value[:40] + "..."
+        raise ValueError(f"sokoban: bad task id {shown!r} (expected e.g. test-0042 or train-7)")
     split, index = match.group(1), int(match.group(2))
-    if split in FIXED_SPLIT_SIZES and index >= FIXED_SPLIT_SIZES[split]:
+    size = FIXED_SPLIT_SIZES.get(split, TRAIN_SIZE)
+    if index >= size:
         raise ValueError(
-            f"sokoban: task id '{task_id}' is past the end of split '{split}' "
-            f"({FIXED_SPLIT_SIZES[split]} levels)"
+            f"sokoban: task id '{value}' is past the end of split '{split}' ({size} levels)"
         )
     return split, index
 
 
 def task_id(split: str, index: int) -> str:
-    """The id of level ``index`` of ``split`` (zero-padded for the fixed splits)."""
-    return f"{split}-{index:04d}"
+    """The id of level ``index`` of ``split``: zero-padded to 4 digits in the fixed splits,
+    unpadded in ``train``.
+
+    Example:
+        >>> task_id("test", 7), task_id("train", 7)
+        ('test-0007', 'train-7')
+    """
+    return f"{split}-{index}" if split == "train" else f"{split}-{index:04d}"
 
 
 def build_fixed_splits(config: LevelConfig) -> dict[str, list[Level]]:
     """Generate the test and val levels of ``config``: seeded, in order, no layout twice."""
     seen: set[str] = set()
     splits: dict[str, list[Level]] = {}
+    deadline = search_deadline()
     for split, size in FIXED_SPLIT_SIZES.items():
         levels = []
         for index in range(size):
             attempt = 0
             while True:
                 level = generate_level(
-                    seed_from("sokoban", split, index, attempt, astuple(config)), config
+                    seed_from("sokoban", split, index, attempt, astuple(config)), config, deadline
                 )
                 if level.layout not in seen:
                     break
@@ -142,10 +153,10 @@ def load_level(task: str, config: LevelConfig = STANDARD) -> Level:
         room, player, boxes = parse_grid(row["layout"])
         return Level(room, player, boxes, row["optimal_steps"])
     reserved = _reserved_layouts(config)
-    attempt = 0
+    attempt, deadline = 0, search_deadline()
     while True:
         level = generate_level(
-            seed_from("sokoban", "train", index, attempt, astuple(config)), config
+            seed_from("sokoban", "train", index, attempt, astuple(config)), config, deadline
         )
         if level.layout not in reserved:
             return level

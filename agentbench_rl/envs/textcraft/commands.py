@@ -64,7 +64,8 @@ class Craft:
         output: the full name of the target.
         count: the output count the agent wrote (``None`` if it wrote none).
         ingredients: ``(full name, count)`` pairs, sorted by display name then count.
-        malformed: ingredient texts that are not ``<count> <name>``, sorted.
+        malformed: ingredient texts that are not ``<count> <name>``, in the order written (the
+            original reports the first).
 
     Example:
         >>> from agentbench_rl.envs.textcraft.recipes import load_recipe_book
@@ -153,7 +154,7 @@ def _parse_craft(target: str, ingredients_text: str, book: RecipeBook, text: str
         else:
             ingredients.append((resolve_name(counted[1], book), counted[0]))
     return Craft(
-        resolve_name(output, book), count, sorted_ingredients(ingredients), tuple(sorted(malformed))
+        resolve_name(output, book), count, sorted_ingredients(ingredients), tuple(malformed)
     )
 
 

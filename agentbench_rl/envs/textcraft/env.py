@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import ClassVar
 
@@ -42,7 +42,7 @@ class TextCraftEnv(TextAgentEnv[str]):
     find ...``). Crafting the goal gives reward 1 and ends the episode; the step limit is 40.
 
     Example:
-        >>> env = TextCraftEnv(split="test")
+        >>> env = TextCraftEnv(split="train")
         >>> obs, info = env.reset(options={"task_id": "crafting_table"})
         >>> obs.splitlines()[-1], info["category"]
         ('Goal: craft crafting table.', 'depth-2')
@@ -120,6 +120,22 @@ class TextCraftEnv(TextAgentEnv[str]):
         checksum: str = load_manifest()["checksums"][split]
         return checksum
 
+    @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """``depth-N`` of every task of a split, from the manifest.
+
+        Example:
+            >>> TextCraftEnv.task_categories("adapt")["adapt-000"]
+            'depth-4'
+        """
+        cls.task_ids(split)  # names an unknown split
+        return {row["task_id"]: f"depth-{row['depth']}" for row in load_manifest()["splits"][split]}
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """1 for crafting the goal (which ends the episode), 0 for every other step."""
+        return 1.0 if success else 0.0
+
     def _sample_task_id(self) -> str:
         ids = self.task_ids(self.split)
         return ids[int(self.np_random.integers(len(ids)))]
@@ -180,14 +196,12 @@ class TextCraftEnv(TextAgentEnv[str]):
         if command.malformed:
             return self._answer(False, f"Wrong item format: {_echo(command.malformed[0])}")
         output_is_tag = self.book.is_tag(command.output)
-        # Summed per item: the original checks each entry alone, so "2 a, 2 a" with 2 a held
-        # passes its check and then fails removing the second entry.
-        needed: Counter[str] = Counter()
-        for name, count in command.ingredients:
-            needed[name] += count
+        # As the original's ``has_items``: each entry alone must be held, in at least its count
+        # (so "0 stick" fails when no stick is held, and "2 a, 2 a" passes with 2 a held, then
+        # meets no recipe: no shipped recipe lets one item fill two inputs).
         if any(
-            self.book.is_tag(name) or self.inventory.get(name, 0) < count
-            for name, count in needed.items()
+            self.book.is_tag(name) or name not in self.inventory or self.inventory[name] < count
+            for name, count in command.ingredients
         ):
             # The original names the output's item id, which a tag does not have.
             target = "None" if output_is_tag else _echo(command.output)
@@ -201,7 +215,7 @@ class TextCraftEnv(TextAgentEnv[str]):
                 f"count={command.output_count(self.book)})"
             )
             return self._answer(False, f"Could not find a valid recipe for {_echo(described)}")
-        for name, count in needed.items():
+        for name, count in command.ingredients:
             self.inventory[name] -= count
             if self.inventory[name] == 0:
                 del self.inventory[name]
@@ -219,7 +233,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """What ``inventory`` answers, items sorted by name (the original: in order received).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.inventory_text()
             'Inventory: You are not carrying anything.'
@@ -249,7 +263,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         fetching a whole batch at once (an anvil takes 279 iron nuggets).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> "get 1 oak logs" in env.admissible_actions()
             True
@@ -289,7 +303,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """Whether the goal has been crafted.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.won()
             False
@@ -300,7 +314,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """``depth-N``: the goal's crafting depth (1 to 4).
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="adapt")
             >>> _ = env.reset(options={"task_id": "adapt-000"})
             >>> env.category()
             'depth-4'
@@ -311,7 +325,7 @@ class TextCraftEnv(TextAgentEnv[str]):
         """The next action of the planner's plan from the current inventory.
 
         Example:
-            >>> env = TextCraftEnv()
+            >>> env = TextCraftEnv(split="train")
             >>> _ = env.reset(options={"task_id": "crafting_table"})
             >>> env.expert_action()
             'get 1 acacia logs'

@@ -68,6 +68,19 @@ def canonical_action(raw: str | bytes) -> str:
     return f"{name}[{argument}]"
 
 
+def search_query(text: str) -> str:
+    """The query the env searches for ``search[<text>]`` (lower-cased, whitespace collapsed).
+
+    Example:
+        >>> search_query("  Red  MUG, under 30 dollars ")
+        'red mug, under 30 dollars'
+    """
+    parsed = parse_action(canonical_action(f"search[{text}]"))
+    if parsed is None or parsed[0] != "search":
+        raise ValueError(f"webshop: {text!r} is not a searchable query")
+    return parsed[1]
+
+
 def parse_action(action: str) -> tuple[str, str] | None:
     r"""``(name, argument)`` of ``name[argument]`` as the original's ``parse_action`` (or ``None``).
 
@@ -183,6 +196,17 @@ class WebShopEnv(TextAgentEnv[str]):
         """Task ids of this env's split in its own setting."""
         return [pair[0] for pair in self.world.splits[self.split]]
 
+    def has_task(self, task_id: str) -> bool:
+        """Whether ``task_id`` is exactly an id of this env's split in its own setting."""
+        if getattr(self, "_task_set", None) is None:
+            self._task_set = frozenset(self.split_task_ids())
+        return task_id in self._task_set
+
+    @classmethod
+    def expected_return(cls, success: bool, score: float, steps: int) -> float:
+        """The purchase's score, the only reward of an episode (0 without a purchase)."""
+        return score
+
     def _sample_task_id(self) -> str:
         ids = self.split_task_ids()
         if not ids:
@@ -218,6 +242,11 @@ class WebShopEnv(TextAgentEnv[str]):
     def goal(self) -> Goal:
         """The current session's goal."""
         return self._goal
+
+    @property
+    def page(self) -> Page:
+        """The page shown now (its text and its clickables)."""
+        return self._page
 
     # ------------------------------------------------------------------ actions
     def canonicalize(self, raw: str | bytes) -> str:
@@ -327,6 +356,17 @@ class WebShopEnv(TextAgentEnv[str]):
         actions = [SEARCH_ACTION] if self._page.has_search_bar else []
         actions += [f"click[{name}]" for name in self._page.clickables if name != SEARCH_BUTTON]
         return actions
+
+    def user_choices(self) -> list[str]:
+        """What a user can do: search the instruction on the search page, else click a clickable.
+
+        The ``random`` baseline draws uniformly from these: on the search page its only choice is
+        ``search[<instruction>]`` (the search box is the page's only input), elsewhere every
+        clickable of the page (buttons, product links, option values) is equally likely.
+        """
+        if self._page.has_search_bar:
+            return [f"search[{search_query(self._goal.instruction_text)}]"]
+        return [action for action in self.admissible_actions() if action != SEARCH_ACTION]
 
     def won(self) -> bool:
         """Bought, with a score of 1."""

@@ -39,7 +39,7 @@ MANIFEST = "splits.json"
 MANIFEST_FORMAT = 1
 EXTRA_HINT = "pip install 'agentbench-rl[webshop]'"
 #: Modules the env needs (the ``webshop`` extra), besides a spaCy English pipeline.
-REQUIRED_MODULES = ("bm25s", "rapidfuzz", "Stemmer", "spacy")
+REQUIRED_MODULES = ("nltk", "regex", "rapidfuzz", "spacy")
 
 
 @dataclass(frozen=True)

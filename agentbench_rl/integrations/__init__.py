@@ -1,0 +1,1 @@
+"""Bridges to training engines other than the home trainer (``integrations/verl``: verl)."""
