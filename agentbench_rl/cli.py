@@ -340,8 +340,8 @@ def bench_learning(
     estimator: Annotated[
         list[str] | None,
         typer.Option(
-            help="Estimator, as name or name:key=value,... (repeat; default: the seven and "
-            "gigpo:anchor=state)."
+            help="Estimator, as name or name:key=value,... (repeat; default: every registered "
+            "estimator whose needs the testbed provides, and gigpo:anchor=state)."
         ),
     ] = None,
     seeds: Annotated[int, typer.Option(help="Paired seeds per MDP and estimator.")] = 20,

@@ -16,10 +16,10 @@ from rich.console import Console
 from agentbench_rl.bench.learning import bench
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.loop import (
-    DEFAULT_ESTIMATORS,
     EstimatorSpec,
     LearningConfig,
     SeedDraws,
+    default_estimators,
     play,
     run_job,
     step_batch,
@@ -86,7 +86,7 @@ def test_clip_gradient_matches_finite_differences() -> None:
     np.testing.assert_allclose(analytic, numeric, atol=1e-6)
 
 
-@pytest.mark.parametrize("label", DEFAULT_ESTIMATORS)
+@pytest.mark.parametrize("label", default_estimators())
 def test_every_estimator_runs_on_the_testbed_rows(label: str) -> None:
     result = run_job("history_credit", EstimatorSpec.parse(label), [0, 1], TINY)
     assert result.curves.shape == (2, TINY.iterations + 1)

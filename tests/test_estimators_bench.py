@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,8 +13,10 @@ from rich.console import Console
 
 from agentbench_rl.bench import estimators as speed
 from agentbench_rl.bench import fidelity
+from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.envs.sokoban.rules import solved
-from agentbench_rl.estimators import compute
+from agentbench_rl.estimators import EstimatorResult, compute, declares, registry
+from agentbench_rl.estimators.common import base_diagnostics
 
 
 # ------------------------------------------------------------------------------ speed bench
@@ -157,7 +161,7 @@ def test_score_by_hand() -> None:
 
 def test_fidelity_run_writes_table_json_and_plot(tmp_path: Path) -> None:
     payload = fidelity.run(seeds=2, out=tmp_path, console=Console(quiet=True))
-    labels = [label for label, _, _ in fidelity.ESTIMATORS]
+    labels = [label for label, _, _ in fidelity.estimator_runs()]
     assert set(payload["results"]) == {"sokoban", "aliased_world"}
     for per_estimator in payload["results"].values():
         assert list(per_estimator) == labels
@@ -180,3 +184,47 @@ def test_fidelity_run_writes_table_json_and_plot(tmp_path: Path) -> None:
     assert world["grpo"]["purity"]["mean"] is None  # no step-level sets
     # ε = 0: noisy vectors never coincide, so every row is its own cluster
     assert world["bipace ε=0"]["singleton_rate"]["mean"] == 1.0
+
+
+class _EntryPoint:
+    """What ``importlib.metadata.entry_points`` yields: a name and ``load()``."""
+
+    def __init__(self, name: str, target: Any) -> None:
+        self.name, self.target = name, target
+
+    def load(self) -> Any:
+        return self.target
+
+
+def _state_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+    """One set per true state: pure by construction."""
+    return batch.codes("state_key")
+
+
+@declares(step_sets=_state_sets)
+def _by_state(batch: StepBatch) -> EstimatorResult:
+    return EstimatorResult(np.zeros(len(batch)), base_diagnostics(batch))
+
+
+@declares(needs=("semantic_key",))
+def _needs_semantics(batch: StepBatch) -> EstimatorResult:
+    raise AssertionError("never run: the bench provides no semantic_key")
+
+
+def test_fidelity_covers_entry_point_estimators_through_their_declarations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    points = [_EntryPoint("by_state", _by_state), _EntryPoint("needs_semantics", _needs_semantics)]
+    monkeypatch.setattr(registry, "_entry_points", lambda: points)
+    monkeypatch.setattr(registry, "_PLUGINS", {})
+    runs = fidelity.estimator_runs()
+    assert ("by_state", "by_state", {}) in runs
+    assert "needs_semantics" not in {name for _, name, _ in runs}  # its need is not provided
+    # purity reads the declared step sets, whatever the name: sets keyed by the true state are
+    # pure (1.0); an estimator without step sets has no purity (NaN)
+    batch, _ = fidelity.seed_batch(fidelity.aliased_world, "aliased_world", 0)
+    assert fidelity.step_set_purity(batch, "by_state", {}) == 1.0
+    assert np.isnan(fidelity.step_set_purity(batch, "grpo", {}))
+    # the aliased world's observation anchors mix two true states, its state anchors never do
+    assert fidelity.step_set_purity(batch, "gigpo", {}) < 1.0
+    assert fidelity.step_set_purity(batch, "gigpo", {"anchor": "state"}) == 1.0

@@ -46,12 +46,12 @@ def small_batch(hidden: Any = None) -> StepBatch:
 
 
 def test_names_in_order() -> None:
-    assert NAMES == ("grpo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "rloo")
+    assert NAMES == ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo")
     assert available() == list(NAMES)
 
 
 def test_unknown_estimator_lists_the_names() -> None:
-    with pytest.raises(ValueError, match="unknown estimator 'ppo'; accepted: grpo, gigpo, bipace"):
+    with pytest.raises(ValueError, match="unknown estimator 'ppo'; accepted: grpo, rloo, gigpo"):
         compute("ppo", small_batch())
 
 
@@ -268,7 +268,7 @@ def test_entry_point_estimators_are_declared_like_built_ins(
 
 
 def test_unknown_name_lists_plugins_too(plugins: list[FakeEntryPoint]) -> None:
-    with pytest.raises(ValueError, match=r"accepted: .*rloo, broken, constant, needs_hidden"):
+    with pytest.raises(ValueError, match=r"accepted: .*gated_bepo, broken, constant, needs_hidden"):
         compute("nope", small_batch())
 
 

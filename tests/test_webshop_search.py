@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentbench_rl.envs.webshop import search
 from agentbench_rl.envs.webshop.data import clean_product, load_catalogue
 from agentbench_rl.envs.webshop.env import search_query
 from agentbench_rl.envs.webshop.goals import build_goals
@@ -227,6 +228,65 @@ def test_damaged_cache_is_rebuilt(tmp_path: Path) -> None:
     folder = next(tmp_path.iterdir())
     (folder / "postings.npz").write_bytes(b"garbage")
     assert SearchIndex.load_or_build(documents, tmp_path).search("tee") == ["B02"]
+
+
+def test_cache_whose_postings_are_not_the_recorded_ones_is_rebuilt(tmp_path: Path) -> None:
+    # A well-formed postings file of another index (same number of documents, same array
+    # names): what an overwrite by another version or a torn copy looks like. It parses, so
+    # only the sha256 recorded in meta.json can tell; read, it would rank "tee" first for B01.
+    documents = [("B01", "red mug"), ("B02", "blue tee")]
+    SearchIndex.load_or_build(documents, tmp_path)
+    folder = next(tmp_path.iterdir())
+    other = SearchIndex.build([("B01", "blue tee"), ("B02", "red mug")])
+    np.savez(folder / "postings.npz", **other._arrays)
+    assert SearchIndex.load_or_build(documents, tmp_path).search("tee") == ["B02"]
+    # and the rebuilt entry is whole again: the next load reads it
+    assert (folder / "meta.json").is_file()
+    assert json.loads((folder / "meta.json").read_text("utf-8"))["postings_sha256"] == (
+        hashlib.sha256((folder / "postings.npz").read_bytes()).hexdigest()
+    )
+
+
+def test_partial_cache_entry_is_rebuilt(tmp_path: Path) -> None:
+    documents = [("B01", "red mug"), ("B02", "blue tee")]
+    SearchIndex.load_or_build(documents, tmp_path)
+    folder = next(tmp_path.iterdir())
+    (folder / "postings.npz").unlink()  # meta.json without its postings
+    assert SearchIndex.load_or_build(documents, tmp_path).search("mug") == ["B01"]
+    assert [path.name for path in tmp_path.iterdir()] == [folder.name]  # nothing left behind
+
+
+def test_cache_key_covers_the_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another checkout (or nltk/regex version) sharing the cache folder gets its own entry.
+    documents = [("B01", "red mug")]
+    SearchIndex.load_or_build(documents, tmp_path)
+    monkeypatch.setattr(search, "code_fingerprint", lambda: "f" * 64)
+    built: list[int] = []
+    real_build = SearchIndex.build.__func__  # type: ignore[attr-defined]
+
+    def counting_build(cls: type, docs: object, key: object = None) -> SearchIndex:
+        built.append(1)
+        return real_build(cls, docs, key)
+
+    monkeypatch.setattr(SearchIndex, "build", classmethod(counting_build))
+    assert SearchIndex.load_or_build(documents, tmp_path).key.endswith("-c" + "f" * 16)
+    assert built == [1] and len(list(tmp_path.iterdir())) == 2
+
+
+def _build_in_cache(cache_dir: str) -> list[str]:
+    documents = [(f"B{i:03d}", f"item {i} {'red' if i % 3 else 'blue'} mug") for i in range(300)]
+    return SearchIndex.load_or_build(documents, Path(cache_dir)).search("red mug")
+
+
+def test_concurrent_builders_agree_and_leave_one_entry(tmp_path: Path) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(_build_in_cache, [str(tmp_path)] * 8))
+    assert all(result == results[0] for result in results)
+    assert len(list(tmp_path.iterdir())) == 1  # one entry, no scratch folder left
+    assert _build_in_cache(str(tmp_path)) == results[0]
 
 
 def test_unwritable_cache_keeps_the_index_in_memory(tmp_path: Path) -> None:

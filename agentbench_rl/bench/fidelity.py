@@ -21,8 +21,9 @@ sampled returns estimate. A stationary V (the linear system of the infinite-hori
 would be biased near the step limit. The true advantage of a row is ``A_t(s, a) = Q_t(s, a) −
 V_t(s)`` with the estimators' default γ = 0.95.
 
-Each seed samples 4 groups (4 rooms, or 4 worlds) of G = 8 trajectories, runs every estimator
-at its defaults (plus GiGPO keyed by the true state), and scores its advantages against the
+Each seed samples 4 groups (4 rooms, or 4 worlds) of G = 8 trajectories, runs every registered
+estimator (entry points included; one that needs a column other than ``hidden`` is left out) at
+its defaults (plus GiGPO keyed by the true state), and scores its advantages against the
 true ones over the seed's rows: Pearson correlation, sign agreement (share of the rows with
 A ≠ 0, and the same weighted by |A|: rows whose true advantage is almost 0 have no sign worth
 getting right), the relative squared error after the best scale
@@ -36,7 +37,8 @@ true state's factors (player and box cells; layer and slot) and of the last acti
 They carry the true state, imperfectly, so BiPACE's clusters are not GiGPO's anchor sets in
 disguise (they were, when the hidden state was a function of the observation text). The table
 sweeps BiPACE's ε over 0, 0.01, 0.05 (the default), 0.1 and 0.2 and reports, for the
-estimators whose step-level sets are anchor sets or clusters, their purity: the share of sets
+estimators that declare step-level sets (``step_sets`` in the registry: anchor sets, clusters),
+their purity: the share of sets
 whose rows all share one true state.
 """
 
@@ -60,9 +62,7 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.sokoban.generator import LevelConfig
 from agentbench_rl.envs.sokoban.rules import ACTIONS, render_grid
-from agentbench_rl.estimators import compute
-from agentbench_rl.estimators.bipace import cluster_rows
-from agentbench_rl.estimators.common import anchor_sets
+from agentbench_rl.estimators import compute, resolve, runnable
 
 GAMMA = 0.95
 GROUPS_PER_SEED = 4
@@ -79,25 +79,35 @@ WORLD_FIND_REWARD = 0.2
 WORLD_CHANCE = (0.7, 0.95)  # range of the probability of an action's likelier outcome
 SCENES = ("a dusty lamp", "a locked chest", "a narrow window")
 
-# (label, estimator, parameters): every estimator at its defaults, GiGPO by true state, and
-# BiPACE over a sweep of ε.
-ESTIMATORS: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    ("grpo", "grpo", {}),
-    ("rloo", "rloo", {}),
-    ("gigpo", "gigpo", {}),
-    ("gigpo anchor=state", "gigpo", {"anchor": "state"}),
-    *(
-        (
-            f"bipace ε={epsilon:g}" + (" (default)" if epsilon == 0.05 else ""),
-            "bipace",
-            {"epsilon": epsilon},
-        )
+# The optional batch columns the bench provides: an estimator that needs another is left out.
+PROVIDED_COLUMNS = ("hidden",)
+# Configuration, not logic: the settings an estimator runs with instead of its defaults alone,
+# as (label, parameters). GiGPO also keyed by the true state (the oracle of the aliasing claim);
+# BiPACE over a sweep of ε (0.05, its default, included).
+VARIANTS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "gigpo": (("gigpo", {}), ("gigpo anchor=state", {"anchor": "state"})),
+    "bipace": tuple(
+        (f"bipace ε={epsilon:g}" + (" (default)" if epsilon == 0.05 else ""), {"epsilon": epsilon})
         for epsilon in BIPACE_EPSILONS
     ),
-    ("ecpo", "ecpo", {}),
-    ("progpo", "progpo", {}),
-    ("gated_bepo", "gated_bepo", {}),
-)
+}
+
+
+def estimator_runs() -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, estimator, parameters) of every run: each registered estimator (entry points
+    included) whose needs the bench provides, at its defaults or at its :data:`VARIANTS`.
+
+    Example:
+        >>> [label for label, _, _ in estimator_runs()][:4]
+        ['grpo', 'rloo', 'gigpo', 'gigpo anchor=state']
+    """
+    return [
+        (label, name, params)
+        for name in runnable(PROVIDED_COLUMNS)
+        for label, params in VARIANTS.get(name, ((name, {}),))
+    ]
+
+
 METRICS = (
     "correlation",
     "sign_agreement",
@@ -376,17 +386,14 @@ def score(estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
 
 
 def step_set_purity(batch: StepBatch, name: str, params: dict[str, Any]) -> float:
-    """Purity of the step-level sets of GiGPO and ECPO (anchor sets) and BiPACE (clusters):
-    the share of sets whose rows share one true state; NaN for the other estimators."""
-    if name in ("gigpo", "ecpo"):
-        codes, _ = anchor_sets(batch, params.get("anchor", "obs"))
-    elif name == "bipace":
-        assert batch.hidden is not None
-        codes, _ = cluster_rows(batch, batch.hidden, params.get("epsilon", 0.05))
-    else:
+    """Purity of the step-level sets the estimator declares (``step_sets``: anchor sets,
+    clusters): the share of sets whose rows share one true state; NaN for an estimator
+    without step-level sets."""
+    sets = resolve(name).step_set_codes(batch, params)
+    if sets is None:
         return float("nan")
     # a set is per group; the group is part of the code, so (code, state) pairs decide purity
-    return cluster_purity(codes, batch.state_key)
+    return cluster_purity(sets[0], batch.state_key)
 
 
 MDPS: dict[str, Callable[[int], TabularMDP]] = {
@@ -397,14 +404,15 @@ MDPS: dict[str, Callable[[int], TabularMDP]] = {
 
 def evaluate(seeds: int) -> dict[str, dict[str, dict[str, list[float]]]]:
     """Per MDP, per estimator label, per metric: one value per seed."""
+    runs = estimator_runs()
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
     for mdp_name, make_mdp in MDPS.items():
         per_estimator: dict[str, dict[str, list[float]]] = {
-            label: {metric: [] for metric in METRICS} for label, _, _ in ESTIMATORS
+            label: {metric: [] for metric in METRICS} for label, _, _ in runs
         }
         for seed in range(seeds):
             batch, truth = seed_batch(make_mdp, mdp_name, seed)
-            for label, name, params in ESTIMATORS:
+            for label, name, params in runs:
                 result = compute(name, batch, **params)
                 figures = score(result.advantages, truth)
                 figures["singleton_rate"] = result.diagnostics["singleton_rate"]
@@ -465,7 +473,7 @@ def plot(results: dict[str, dict[str, dict[str, list[float]]]], path: Path) -> N
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [label for label, _, _ in ESTIMATORS]
+    labels = list(next(iter(results.values())))
     shown = ("correlation", "weighted_sign_agreement", "relative_mse", "singleton_rate")
     figure, axes = plt.subplots(2, 2, figsize=(13, 8))
     width = 0.8 / len(results)
@@ -520,7 +528,7 @@ def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
         "group_size": GROUP_SIZE,
         "gamma": GAMMA,
         "estimators": {
-            label: {"name": name, "params": params} for label, name, params in ESTIMATORS
+            label: {"name": name, "params": params} for label, name, params in estimator_runs()
         },
         "results": {
             mdp_name: {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 DIGEST_SIZE = 16  # 128 bits: collision-free in practice for any batch we will ever build
@@ -66,3 +67,20 @@ def seed_from(*parts: Any) -> int:
     """
     digest = hashlib.blake2b(canonical_bytes(list(parts)), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in chunks.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> file = pathlib.Path(tempfile.mkdtemp()) / "empty"
+        >>> _ = file.write_bytes(b"")
+        >>> sha256_file(file)[:12]
+        'e3b0c44298fc'
+    """
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

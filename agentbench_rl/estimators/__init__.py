@@ -16,9 +16,10 @@ Example:
 
 from agentbench_rl.core.batch import StepBatch
 
-# Importing the modules registers the built-ins, in the order ``available()`` lists them.
+# Importing the modules registers the built-ins, in the order ``available()`` lists them (and
+# the benchmarks' tables show them): episode-level baselines first, then the step-level ones.
 # isort: off
-from agentbench_rl.estimators import grpo, gigpo, bipace, ecpo, progpo, gated_bepo, rloo  # noqa: F401
+from agentbench_rl.estimators import grpo, rloo, gigpo, bipace, ecpo, progpo, gated_bepo  # noqa: F401
 
 # isort: on
 from agentbench_rl.estimators.registry import (
@@ -35,6 +36,7 @@ from agentbench_rl.estimators.registry import (
     declares,
     register,
     resolve,
+    runnable,
 )
 
 NAMES: tuple[str, ...] = tuple(REGISTRY)  # the built-in estimators
@@ -55,4 +57,5 @@ __all__ = [
     "declares",
     "register",
     "resolve",
+    "runnable",
 ]

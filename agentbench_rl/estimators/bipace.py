@@ -33,7 +33,8 @@ centroid matrix grows in place), so the Python work per row is constant.
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import numpy as np
 
@@ -119,7 +120,14 @@ def cluster_rows(batch: StepBatch, hidden: np.ndarray, epsilon: float) -> tuple[
     return cluster, n_clusters
 
 
-@register("bipace", needs=("hidden",))
+def hidden_clusters(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+    """Clusters of hidden states within cosine distance ``epsilon`` (BiPACE's step sets)."""
+    if batch.hidden is None:
+        raise ValueError("hidden_clusters needs the batch's 'hidden' column")
+    return cluster_rows(batch, batch.hidden, params["epsilon"])
+
+
+@register("bipace", needs=("hidden",), step_sets=hidden_clusters)
 def bipace(
     batch: StepBatch,
     *,

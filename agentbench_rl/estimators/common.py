@@ -7,6 +7,7 @@ index ``t`` (every trajectory at once), never one Python step per row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -181,6 +182,22 @@ def anchor_sets(batch: StepBatch, anchor: Anchor) -> tuple[np.ndarray, int]:
     ``state_key``)."""
     key_codes, _ = batch.codes("obs_key" if anchor == "obs" else "state_key")
     return combine_codes(batch.group_codes, key_codes)
+
+
+def anchor_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+    """Anchor sets keyed by the ``anchor`` parameter (observation or true state).
+
+    The ``step_sets`` declaration of the estimators whose step-level sets are anchor sets.
+
+    Example:
+        >>> batch = StepBatch.from_records([
+        ...     {"group": 0, "traj": traj, "t": 0, "reward": 0.0, "obs_key": "o",
+        ...      "state_key": state, "action_key": "a", "valid": True}
+        ...     for traj, state in (("x", "s"), ("y", "u"))])
+        >>> [anchor_step_sets(batch, {"anchor": anchor})[1] for anchor in ("obs", "state")]
+        [1, 2]
+    """
+    return anchor_sets(batch, params["anchor"])
 
 
 def base_diagnostics(

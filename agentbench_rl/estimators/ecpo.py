@@ -32,6 +32,7 @@ from agentbench_rl.estimators.common import (
     EpisodeStats,
     Norm,
     anchor_sets,
+    anchor_step_sets,
     base_diagnostics,
     combine_codes,
     episode_advantage,
@@ -65,7 +66,7 @@ def divergent_anchor_rate(
     return float(np.mean(best_once[eligible] > best_repeated[eligible]))
 
 
-@register("ecpo")
+@register("ecpo", step_sets=anchor_step_sets)
 def ecpo(
     batch: StepBatch,
     *,

@@ -30,6 +30,7 @@ from agentbench_rl.estimators.common import (
     EpisodeStats,
     Norm,
     anchor_sets,
+    anchor_step_sets,
     base_diagnostics,
     episode_advantage,
     normalise,
@@ -39,7 +40,7 @@ from agentbench_rl.estimators.common import (
 from agentbench_rl.estimators.registry import EstimatorResult, register
 
 
-@register("gigpo")
+@register("gigpo", step_sets=anchor_step_sets)
 def gigpo(
     batch: StepBatch,
     *,

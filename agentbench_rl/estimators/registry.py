@@ -3,16 +3,18 @@
 An estimator declares itself once, at registration: the :func:`register` decorator reads its
 keyword-only parameters and defaults from its signature, attaches the rule for each parameter
 name (``gamma`` means the same thing in every estimator, so it has one rule, with its type, range
-and one-line help) and records the batch columns it needs (``needs``: ``hidden`` for BiPACE) or
-uses when present (``uses``: ``semantic_key`` for ProGPO). Everything else reads that
+and one-line help), records the batch columns it needs (``needs``: ``hidden`` for BiPACE) or
+uses when present (``uses``: ``semantic_key`` for ProGPO) and, for an estimator with step-level
+sets (anchor sets, clusters), the function that forms them (``step_sets``), so a benchmark can
+score those sets without knowing which estimator it is. Everything else reads that
 declaration: :func:`compute`, the trainer's config validation and sweep loading (through
 :func:`check_params`, before any work), ``agentbench-rl estimators`` and the benchmarks.
 
 Third-party estimators come from the entry-point group ``agentbench_rl.estimators``: each entry
 point is a callable ``(batch, *, param=default, ...) -> EstimatorResult``, loaded the first time
 its name is asked for and declared exactly like a built-in; rules for parameter names of its own
-and its needs come from the callable's ``estimator_rules`` and ``estimator_needs`` /
-``estimator_uses`` attributes (set them with :func:`declares`).
+and its needs come from the callable's ``estimator_rules``, ``estimator_needs`` /
+``estimator_uses`` and ``estimator_step_sets`` attributes (set them with :func:`declares`).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class EstimatorResult:
 
 
 Estimator = Callable[..., EstimatorResult]
+# (batch, parameters with every default filled in) -> (set code per row, number of sets)
+StepSets = Callable[[StepBatch, Mapping[str, Any]], tuple[np.ndarray, int]]
 
 
 @dataclass(frozen=True)
@@ -191,7 +195,8 @@ class Param:
 
 @dataclass(frozen=True)
 class RegisteredEstimator:
-    """A declared estimator: its function, parameter schema and the columns it needs or uses."""
+    """A declared estimator: its function, parameter schema, the columns it needs or uses and
+    the function forming its step-level sets (None for an episode-level estimator)."""
 
     name: str
     function: Estimator
@@ -199,6 +204,7 @@ class RegisteredEstimator:
     needs: frozenset[str] = frozenset()
     uses: frozenset[str] = frozenset()
     summary: str = ""
+    step_sets: StepSets | None = None
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -225,6 +231,26 @@ class RegisteredEstimator:
                     f"{key} accepts {rule.accepts}"
                 )
 
+    def step_set_codes(
+        self, batch: StepBatch, params: Mapping[str, Any]
+    ) -> tuple[np.ndarray, int] | None:
+        """The step-level sets the estimator forms on ``batch`` with ``params`` (its defaults
+        for the rest): a set code per row and the number of sets; None when it has none.
+
+        Example:
+            >>> batch = StepBatch.from_records([
+            ...     {"group": 0, "traj": traj, "t": 0, "reward": 0.0, "obs_key": "o",
+            ...      "state_key": state, "action_key": "a", "valid": True}
+            ...     for traj, state in (("x", "s"), ("y", "u"))])
+            >>> REGISTRY["gigpo"].step_set_codes(batch, {"anchor": "state"})[1]
+            2
+            >>> REGISTRY["grpo"].step_set_codes(batch, {}) is None
+            True
+        """
+        if self.step_sets is None:
+            return None
+        return self.step_sets(batch, {**self.defaults, **params})
+
     def check_batch(self, batch: StepBatch) -> None:
         """Raise ``ValueError`` when the batch lacks a column the estimator needs."""
         for column in sorted(self.needs):
@@ -238,13 +264,15 @@ class RegisteredEstimator:
 
         Example:
             >>> sorted(REGISTRY["rloo"].schema())
-            ['name', 'needs', 'params', 'summary', 'uses']
+            ['name', 'needs', 'params', 'step_sets', 'summary', 'uses']
         """
+        step_sets_doc = inspect.getdoc(self.step_sets) if self.step_sets else None
         return {
             "name": self.name,
             "summary": self.summary,
             "needs": sorted(self.needs),
             "uses": sorted(self.uses),
+            "step_sets": step_sets_doc.splitlines()[0] if step_sets_doc else None,
             "params": [param.schema() for param in self.params.values()],
         }
 
@@ -270,11 +298,13 @@ def declare(
     rules: Mapping[str, ParamRule] | None = None,
     needs: Collection[str] = (),
     uses: Collection[str] = (),
+    step_sets: StepSets | None = None,
 ) -> RegisteredEstimator:
     """The declaration of ``function(batch, *, param=default, ...)`` under ``name``.
 
     Every keyword-only parameter needs a default and a rule, either from :data:`PARAM_RULES` or
     from ``rules`` (for a parameter name of your own). Raises ``TypeError`` otherwise.
+    ``step_sets(batch, params)`` forms the estimator's step-level sets, if it has any.
 
     Example:
         >>> def zero(batch: StepBatch, *, gamma: float = 0.9) -> EstimatorResult:
@@ -303,6 +333,7 @@ def declare(
         needs=_check_columns(name, "need", needs),
         uses=_check_columns(name, "use", uses),
         summary=doc.splitlines()[0] if doc else "",
+        step_sets=step_sets,
     )
 
 
@@ -311,6 +342,7 @@ def register(
     rules: Mapping[str, ParamRule] | None = None,
     needs: Collection[str] = (),
     uses: Collection[str] = (),
+    step_sets: StepSets | None = None,
 ) -> Callable[[Estimator], Estimator]:
     """Decorator that declares ``function(batch, *, param=default, ...)`` (see :func:`declare`)
     and registers it under ``name``.
@@ -327,7 +359,7 @@ def register(
     def decorate(function: Estimator) -> Estimator:
         if name in REGISTRY:
             raise ValueError(f"estimator '{name}' is already registered")
-        REGISTRY[name] = declare(name, function, rules, needs, uses)
+        REGISTRY[name] = declare(name, function, rules, needs, uses, step_sets)
         return function
 
     return decorate
@@ -337,8 +369,9 @@ def declares(
     rules: Mapping[str, ParamRule] | None = None,
     needs: Collection[str] = (),
     uses: Collection[str] = (),
+    step_sets: StepSets | None = None,
 ) -> Callable[[Estimator], Estimator]:
-    """Decorator for an entry-point estimator: attaches its own rules and needs, which
+    """Decorator for an entry-point estimator: attaches its own rules, needs and step sets, which
     :func:`resolve` reads when it loads the entry point (the name comes from the entry point).
 
     Example:
@@ -353,6 +386,7 @@ def declares(
         function.estimator_rules = dict(rules or {})  # type: ignore[attr-defined]
         function.estimator_needs = tuple(needs)  # type: ignore[attr-defined]
         function.estimator_uses = tuple(uses)  # type: ignore[attr-defined]
+        function.estimator_step_sets = step_sets  # type: ignore[attr-defined]
         return function
 
     return decorate
@@ -368,11 +402,22 @@ def available() -> list[str]:
 
     Example:
         >>> available()[:3]
-        ['grpo', 'gigpo', 'bipace']
+        ['grpo', 'rloo', 'gigpo']
     """
     names = list(REGISTRY)
     names += sorted({point.name for point in _entry_points()} - set(REGISTRY))
     return names
+
+
+def runnable(columns: Collection[str]) -> list[str]:
+    """The available estimators (in :func:`available`'s order) whose needs are all among
+    ``columns``, the optional batch columns a caller provides: what a benchmark runs.
+
+    Example:
+        >>> "bipace" in runnable(()), "bipace" in runnable(("hidden",))
+        (False, True)
+    """
+    return [name for name in available() if resolve(name).needs <= set(columns)]
 
 
 def resolve(name: str) -> RegisteredEstimator:
@@ -405,6 +450,7 @@ def resolve(name: str) -> RegisteredEstimator:
             getattr(loaded, "estimator_rules", None),
             getattr(loaded, "estimator_needs", ()),
             getattr(loaded, "estimator_uses", ()),
+            getattr(loaded, "estimator_step_sets", None),
         )
     except TypeError as problem:
         where = f"entry point '{name}' in group '{ENTRY_POINT_GROUP}'"

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from agentbench_rl.core.hashing import sha256_file
 from agentbench_rl.envs.alfworld.data import (
     DATA_ROOT,
     GAME_FILE,
@@ -28,7 +29,6 @@ from agentbench_rl.envs.alfworld.data import (
     SplitManifest,
     find_games,
     manifest_filename,
-    sha256_file,
 )
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "agentbench_rl" / "envs" / "alfworld"

@@ -28,14 +28,20 @@ from rich.table import Table
 
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.loop import (
-    DEFAULT_ESTIMATORS,
     EstimatorSpec,
     JobResult,
     LearningConfig,
+    default_estimators,
     run_job,
 )
 from agentbench_rl.bench.learning.mdp import optimal_success
-from agentbench_rl.bench.learning.report import csv_table, markdown_table, plot, summarise
+from agentbench_rl.bench.learning.report import (
+    REFERENCES,
+    csv_table,
+    markdown_table,
+    plot,
+    summarise,
+)
 from agentbench_rl.estimators.registry import resolve
 from agentbench_rl.harness.results import atomic_write_text
 
@@ -139,7 +145,7 @@ def run(
         raise ValueError(f"learning: seeds must be >= 2 (paired intervals), got {seeds}")
     if iterations < 1 or workers < 1:
         raise ValueError("learning: iterations and workers must be >= 1")
-    specs = estimator_specs(estimators or DEFAULT_ESTIMATORS, params)
+    specs = estimator_specs(estimators or default_estimators(), params)
     config = LearningConfig(iterations=iterations)
     seed_list = list(range(seeds))
     (out / "jobs").mkdir(parents=True, exist_ok=True)
@@ -231,7 +237,7 @@ def _print_table(rows: list[dict[str, Any]], console: Console) -> None:
             table.add_column(column, justify="right", no_wrap=True, min_width=6)
         for row in (row for row in rows if row["mdp"] == mdp_name):
             cells = [escape(row["estimator"]), f"{row['final_mean']:.3f}", f"{row['auc_mean']:.3f}"]
-            for reference in ("grpo", "gigpo"):
+            for reference in REFERENCES:
                 key = f"auc_vs_{reference}"
                 if f"{key}_mean" in row:
                     cells += [f"{row[key + '_mean']:+.3f}", f"{row[key + '_p_t']:.0e}"]

@@ -28,7 +28,7 @@ from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, BinaryIO
 
-from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.core.hashing import sha256_file, stable_hash
 
 #: The standard splits: ``valid_seen`` is ALFWorld's in-distribution evaluation set,
 #: ``valid_unseen`` the out-of-distribution one (rooms never seen in training).
@@ -246,23 +246,6 @@ def sha256_bytes(data: bytes) -> str:
         'e3b0c44298fc'
     """
     return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in chunks.
-
-    Example:
-        >>> import tempfile, pathlib
-        >>> file = pathlib.Path(tempfile.mkdtemp()) / "empty"
-        >>> _ = file.write_bytes(b"")
-        >>> sha256_file(file)[:12]
-        'e3b0c44298fc'
-    """
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def find_games(data_dir: Path, split: str | None = None) -> list[str]:

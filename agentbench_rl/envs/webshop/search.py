@@ -24,8 +24,14 @@ instead of using ``bm25s``, because ``bm25s`` scores from exact document lengths
 precision, and Lucene's one-byte lengths and float32 rounding decide near-ties.
 
 The index is built once per catalogue and cached on disk (``$XDG_CACHE_HOME/agentbench-rl`` or
-``~/.cache/agentbench-rl``), keyed by the sha256 of the indexed documents, and written
-atomically so concurrent workers never read half an index.
+``~/.cache/agentbench-rl``, shared by every process and checkout of the machine). Its key covers
+everything that decides the index: the sha256 of the indexed documents and the code fingerprint
+(:func:`code_fingerprint`: this module's source, which holds the analyzer, the scorer and the
+stored format, and the versions of nltk's stemmer, ``regex`` and Python's Unicode data), so a
+checkout or environment that analyses differently never reads another's index. It is written
+atomically (a scratch folder renamed into place) so concurrent workers never read half an index,
+and ``meta.json`` records the key and the sha256 of ``postings.npz``: an entry that does not match
+(truncated, overwritten, from another version) is set aside and rebuilt, never read.
 """
 
 from __future__ import annotations
@@ -37,16 +43,19 @@ import os
 import re
 import shutil
 import tempfile
+import unicodedata
 import warnings
 import zipfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agentbench_rl.core.hashing import sha256_file
 from agentbench_rl.envs.webshop.data import Product
 
 #: How many results a search returns (the original's ``SEARCH_RETURN_N``).
@@ -62,8 +71,6 @@ STOP_WORDS = frozenset(
         "these", "they", "this", "to", "was", "will", "with",
     }
 )  # fmt: skip
-#: Bumped whenever the analyzer, the document text or the index format changes.
-ANALYZER_VERSION = "2"
 CACHE_ENV_VAR = "XDG_CACHE_HOME"
 #: Lucene's ``StandardTokenizer`` cuts longer tokens into pieces of this length.
 MAX_TOKEN_LENGTH = 255
@@ -296,14 +303,63 @@ def documents_digest(documents: Iterable[tuple[str, str]]) -> str:
     return digest.hexdigest()
 
 
-def index_key(documents: Sequence[tuple[str, str]]) -> str:
-    """Short key of an index: the documents' sha256 and the analyzer version.
+def _version_of(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "absent"
+
+
+@cache
+def code_fingerprint() -> str:
+    """sha256 of what, besides the documents, decides the index: this module's source (the
+    analyzer, the scorer, the stored format) and the versions of the libraries the analyzer
+    runs (nltk's Porter stemmer, ``regex``, Python's Unicode data).
+
+    A hand-bumped version number would be forgotten: an edit of the tokenizer once changed the
+    index without one, and two checkouts sharing the cache folder would then read each other's.
 
     Example:
-        >>> index_key([("B0X", "tee")]).endswith(f"-a{ANALYZER_VERSION}")
+        >>> len(code_fingerprint())
+        64
+    """
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    for part in (
+        f"nltk={_version_of('nltk')}",
+        f"regex={_version_of('regex')}",
+        f"unicode={unicodedata.unidata_version}",
+    ):
+        digest.update(b"\0" + part.encode("utf-8"))
+    return digest.hexdigest()
+
+
+def index_key(documents: Sequence[tuple[str, str]]) -> str:
+    """Short key of an index: the documents' sha256 and the code fingerprint.
+
+    Example:
+        >>> index_key([("B0X", "tee")]).endswith(f"-c{code_fingerprint()[:16]}")
         True
     """
-    return f"{documents_digest(documents)[:32]}-a{ANALYZER_VERSION}"
+    return f"{documents_digest(documents)[:32]}-c{code_fingerprint()[:16]}"
+
+
+def set_aside(folder: Path) -> None:
+    """Remove ``folder`` without a reader ever seeing it half deleted: rename it to a scratch
+    name first (atomic), then delete that. Another process that got there first wins.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> (root / "entry").mkdir()
+        >>> set_aside(root / "entry"); set_aside(root / "entry"); list(root.iterdir())
+        []
+    """
+    scratch = folder.with_name(f".{folder.name}.{os.getpid()}.{os.urandom(4).hex()}.stale")
+    try:
+        os.rename(folder, scratch)
+    except OSError:
+        return  # gone already (another process set it aside)
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def atomic_write_dir(final: Path, write: Any) -> None:
@@ -405,18 +461,11 @@ class SearchIndex:
         """The cached index of these documents, built and cached first if there is none."""
         key = index_key(documents)
         folder = (cache_dir or default_cache_dir()) / f"webshop-bm25-{key}-lucene8"
-        if (folder / "meta.json").is_file():
-            try:
-                meta = json.loads((folder / "meta.json").read_text("utf-8"))
-                with np.load(folder / "postings.npz") as stored:
-                    arrays = {name: stored[name] for name in stored.files}
-                if len(meta["asins"]) == len(documents) and set(arrays) == set(
-                    _empty_index_arrays()
-                ):
-                    return cls(meta["asins"], meta["terms"], arrays, key)
-            except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-                pass  # a damaged cache entry: rebuild it below
-            shutil.rmtree(folder, ignore_errors=True)
+        if folder.exists():
+            cached = cls._read_cache(folder, key, documents)
+            if cached is not None:
+                return cached
+            set_aside(folder)  # damaged or not ours: rebuilt below
         index = cls.build(documents, key)
 
         def write(scratch: Path) -> None:
@@ -428,7 +477,12 @@ class SearchIndex:
                 freqs=arrays["freqs"],
                 norms=arrays["norms"],
             )
-            meta = {"asins": index.asins, "terms": index.terms}
+            meta = {
+                "key": key,
+                "postings_sha256": sha256_file(scratch / "postings.npz"),
+                "asins": index.asins,
+                "terms": index.terms,
+            }
             (scratch / "meta.json").write_text(json.dumps(meta, ensure_ascii=False), "utf-8")
 
         try:
@@ -438,6 +492,34 @@ class SearchIndex:
                 f"webshop: could not cache the search index in {folder}: {error}", stacklevel=2
             )
         return index
+
+    @classmethod
+    def _read_cache(
+        cls, folder: Path, key: str, documents: Sequence[tuple[str, str]]
+    ) -> SearchIndex | None:
+        """The index stored in ``folder`` if it is whole and is the index of ``documents`` under
+        ``key`` (its key, the sha256 of its postings file, its asins and array shapes match);
+        None otherwise."""
+        try:
+            meta = json.loads((folder / "meta.json").read_text("utf-8"))
+            if (
+                meta.get("key") != key
+                or meta.get("postings_sha256") != sha256_file(folder / "postings.npz")
+                or meta.get("asins") != [asin for asin, _ in documents]
+            ):
+                return None
+            with np.load(folder / "postings.npz") as stored:
+                arrays = {name: stored[name] for name in stored.files}
+        except (OSError, ValueError, KeyError, EOFError, AttributeError, zipfile.BadZipFile):
+            return None
+        if (
+            set(arrays) != set(_empty_index_arrays())
+            or len(arrays["indptr"]) != len(meta["terms"]) + 1
+            or len(arrays["norms"]) != len(documents)
+            or len(arrays["docs"]) != len(arrays["freqs"])
+        ):
+            return None
+        return cls(meta["asins"], meta["terms"], arrays, key)
 
     def scores(self, query: str) -> np.ndarray:
         """Every document's float32 BM25 score for ``query`` (0 where no query term occurs)."""
