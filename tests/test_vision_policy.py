@@ -34,6 +34,7 @@ from agentbench_rl.models.vision import (  # noqa: E402
     ImagePromptIds,
     build_tiny_vl,
     image_token_count,
+    vision_token_ids,
     vllm_prompt,
 )
 
@@ -311,3 +312,26 @@ def test_train_tiny_vl_bc_ppo_and_validation(
     assert [row["iteration"] for row in rows] == [0, 1]
     assert rows[0]["bc/rows"] > 0 and "val_success" in rows[1]
     assert (out / "checkpoint" / "policy" / "preprocessor_config.json").is_file()
+
+
+def test_generate_never_writes_vision_placeholders(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    """A sampled ``<|image_pad|>`` in an answer would be read as a slot for image features by the
+    training forward; near-uniform sampling (temperature 1000) over 240 tokens would draw some."""
+    model, tokenizer, processor = tiny_vl
+    prompt = PromptConfig(mode="generate", history_observations=False, instruction="")
+    policy = Policy(
+        model, tokenizer, prompt, temperature=1000.0, max_new_tokens=60, image_processor=processor
+    )
+    texts, admissible = prompts
+    rows = [*texts, texts[0]]
+    out = policy.act(rows, [*admissible, admissible[0]], torch.Generator().manual_seed(3))
+    placeholders = set(vision_token_ids(model))
+    assert len(placeholders) == 4
+    assert not placeholders & {t for ids in out.response_ids for t in ids}
+    packed = pack(out.prompt_ids, out.response_ids, policy.pad_id)
+    logprobs, _ = response_logprobs(model, packed, temperature=1000.0)
+    np.testing.assert_allclose(
+        logprobs[0, : len(out.logprobs[0])].detach().numpy(), out.logprobs[0], atol=1e-4
+    )

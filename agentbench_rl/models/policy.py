@@ -42,6 +42,7 @@ from agentbench_rl.models.vision import (
     load_vision_model,
     stack_images,
     vision_inputs,
+    vision_token_ids,
 )
 
 POLICY_FILE = "agentbench_policy.json"  # prompt and sampling settings saved beside the weights
@@ -439,6 +440,8 @@ class Policy:
                 return_dict_in_generate=True,
                 output_logits=True,
                 output_hidden_states=capture_hidden,
+                # vision placeholders are slots for image features, never an answer's tokens
+                suppress_tokens=vision_token_ids(self.model) or None,
                 **images,
             )
         new_tokens = output.sequences[:, width:]

@@ -86,6 +86,16 @@ def is_vision_language(model: Any) -> bool:
     return getattr(model.config, "vision_config", None) is not None
 
 
+def vision_token_ids(model: Any) -> list[int]:
+    """The ids of the vision placeholder tokens (image and video pads, vision start and end):
+    a policy must never generate them, since the model reads them as slots for image features.
+    Empty for a text model."""
+    if not is_vision_language(model):
+        return []
+    names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+    return [int(getattr(model.config, name)) for name in names if hasattr(model.config, name)]
+
+
 def image_token_count(image_processor: Any, height: int, width: int) -> int:
     """How many ``<|image_pad|>`` tokens a ``height`` x ``width`` frame costs.
 
