@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -387,13 +387,43 @@ def bench_train(
 ) -> None:
     """BiPACE's extra cost per training iteration against GiGPO, or (--versus) one model's
     iteration cost against another's on the same config (needs the train extra)."""
-    try:
+
+    def measure() -> None:
         from agentbench_rl.bench.train import run as run_train
+
+        run_train(config, overrides or [], repeats, Console(), versus)
+
+    _with_train_extra(measure)
+
+
+@bench_app.command("bipace-epsilon")
+def bench_bipace_epsilon(
+    config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
+    batches: Annotated[int, typer.Option(help="Iterations of rollouts to pool.")] = 3,
+    epsilon: Annotated[
+        list[float] | None, typer.Option(help="Values of ε (repeatable; default: a grid).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="key=value config overrides.")
+    ] = None,
+) -> None:
+    """BiPACE's cluster purity and singleton rate per ε on the config's own rollouts."""
+
+    def measure() -> None:
+        from agentbench_rl.bench.bipace_epsilon import EPSILONS
+        from agentbench_rl.bench.bipace_epsilon import run as run_epsilon
+
+        run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, Console())
+
+    _with_train_extra(measure)
+
+
+def _with_train_extra(measure: Callable[[], None]) -> None:
+    """Run a bench that needs the train extra: a missing extra or a bad config is one line."""
+    try:
+        measure()
     except ImportError as problem:
         _fail(f"{problem}; pip install 'agentbench-rl[train]'")
-        return
-    try:
-        run_train(config, overrides or [], repeats, Console(), versus)
     except ValueError as problem:
         _fail(str(problem))
 

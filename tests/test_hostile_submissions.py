@@ -21,6 +21,7 @@ from submission_helpers import (
     write_json,
 )
 
+from agentbench_rl.envs import env_class
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
@@ -39,6 +40,7 @@ METADATA: dict[str, Any] = {
 }
 TRAINED = {**METADATA, "estimator": "grpo", "training": {"iterations": 40, "rollouts": 80}}
 HUGE = 10**400
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -118,6 +120,54 @@ def test_a_category_swapped_for_another_real_one_is_refused(base: Path, tmp_path
     episodes["category"] = episodes["category"].map(swapped)
     write_episodes(folder, episodes)
     assert "is not the env's" in rejection(folder)
+
+
+@pytest.fixture(scope="module")
+def webshop_reference() -> Path:
+    """The random agent's filed reference submission on WebShop test (never modified)."""
+    return next((REPO / "leaderboards" / "webshop" / "test").glob("random-*"))
+
+
+@pytest.mark.parametrize(
+    ("forged", "reason"),
+    [("toys", "invented"), ("fashion", "test-00001's"), ("garden\n| injected | row |", "")],
+)
+def test_webshop_categories_must_be_the_goals_own(
+    webshop_reference: Path, tmp_path: Path, forged: str, reason: str
+) -> None:
+    folder = copy_of(webshop_reference, tmp_path / "s")
+    episodes = episodes_of(folder)
+    # Every seed's row of the task, so the cross-seed check passes and the category check decides.
+    rows = episodes["task_id"] == "test-00000"
+    assert set(episodes.loc[rows, "category"]) == {"garden"}  # the goal product's (the data's)
+    if reason == "test-00001's":
+        assert set(episodes.loc[episodes["task_id"] == "test-00001", "category"]) == {forged}
+    episodes.loc[rows, "category"] = forged
+    write_episodes(folder, episodes)
+    message = rejection(folder)
+    first = int(episodes.index[rows][0]) + 2  # header line, then rows from line 2
+    assert message.startswith(f"episodes.csv line {first}: category ")
+    assert message.endswith('of task test-00000 is not the env\'s ("garden")')
+
+
+def test_an_env_without_a_category_map_gets_its_categories_form_checked(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As an env registered without a manifest of categories (every built-in env has one).
+    monkeypatch.setattr(env_class("sokoban"), "task_categories", classmethod(lambda cls, s: None))
+    folder = copy_of(base, tmp_path / "s")
+    episodes = episodes_of(folder)
+    episodes.loc[episodes["task_id"] == "val-0000", "category"] = "easy\n| injected | row |"
+    write_episodes(folder, episodes)
+    assert rejection(folder) == "episodes.csv line 2: category must be one line of printable text"
+    episodes.loc[episodes["task_id"] == "val-0000", "category"] = "invented"
+    write_episodes(folder, episodes)
+    # Of one line, an unknown category passes the category check: only the figures differ.
+    assert rejection(folder).startswith("summary.json: per_category.")
+
+
+def test_the_webshop_reference_submission_validates(webshop_reference: Path) -> None:
+    assert validate_submission(webshop_reference).env == "webshop"
 
 
 # ------------------------------------------------------------------------------ plausibility

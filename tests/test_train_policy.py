@@ -3,6 +3,7 @@ determinism, the tiny model's tokenizer, behaviour cloning and the batched rollo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -79,12 +80,14 @@ def test_choose_scores_match_a_full_forward_and_hidden_is_the_prompt_forwards(
         True
     ] * 3
     assert out.responses[2] == "<action>left</action>"  # the only admissible action
-    packed = pack(out.prompt_ids, out.response_ids, policy.pad_id)
-    with torch.no_grad():
-        full, _ = response_logprobs(policy.model, packed)
+    # each action's score by a separate full forward; the stored log-prob is the drawn
+    # action's under the softmax of the row's scores
+    assert out.choices is not None and out.chosen is not None
     for row in range(3):
-        expected = full[row, : len(out.response_ids[row])].numpy()
-        assert np.allclose(out.logprobs[row], expected, atol=1e-5)
+        scores = full_forward_scores(policy, out.prompt_ids[row], admissible[row])
+        expected = torch.log_softmax(torch.tensor(scores, dtype=torch.float64), 0)
+        assert out.choices[row][out.chosen[row]] == out.response_ids[row]
+        assert np.allclose(out.logprobs[row], [expected[out.chosen[row]]], atol=1e-5)
     # the hidden state is the last layer at the last prompt token (a separate forward here)
     model = policy.model
     with torch.no_grad():
@@ -92,6 +95,19 @@ def test_choose_scores_match_a_full_forward_and_hidden_is_the_prompt_forwards(
         states = model(input_ids=ids, output_hidden_states=True).hidden_states
     assert out.hidden is not None and out.hidden.shape == (3, SMALL.hidden_size)
     assert np.allclose(out.hidden[0], states[-1][0, -1].numpy(), atol=1e-5)
+
+
+def full_forward_scores(
+    policy: Policy, prompt_ids: list[int], actions: list[str], temperature: float = 1.0
+) -> list[float]:
+    """Each action's summed token log-probs, one plain forward of prompt + continuation each."""
+    scores = []
+    for action in actions:
+        packed = pack([prompt_ids], [policy.encode_choice(action)], policy.pad_id)
+        with torch.no_grad():
+            logprobs, _ = response_logprobs(policy.model, packed, temperature)
+        scores.append(float(logprobs[0].sum()))
+    return scores
 
 
 def test_choose_probabilities_follow_the_scores(tiny: tuple[Any, Any]) -> None:
@@ -239,3 +255,70 @@ def test_batched_driver_matches_rollout_group_records() -> None:
         assert sorted(tuple(r[k] for k in keys) for r in ours) == sorted(
             tuple(r[k] for k in keys) for r in reference.records
         )
+
+
+def test_choose_at_temperature_two_draws_by_the_stored_logprobs(tiny: tuple[Any, Any]) -> None:
+    # The temperature divides the logits once: each action's score is the sum of its tokens'
+    # log-probs under logits / T (what PPO recomputes), and the draw follows softmax(score),
+    # so the stored log-prob is that of the draw (dividing the score by T again would draw
+    # from a flatter distribution than the one PPO trains).
+    import copy
+
+    model, tokenizer = tiny
+    sharp = copy.deepcopy(model)
+    with torch.no_grad():  # sharpen the random model so the actions' probabilities differ
+        sharp.lm_head.weight.mul_(40.0)
+    policy = make_policy((sharp, tokenizer), temperature=2.0, forward_batch_size=512)
+    prompt = sokoban_prompts(1)[0]
+    draws = 2000
+    out = policy.act([prompt] * draws, [MOVES] * draws, torch.Generator().manual_seed(3))
+    scores = []
+    for move in MOVES:
+        packed = pack([out.prompt_ids[0]], [policy.encode_choice(move)], policy.pad_id)
+        with torch.no_grad():
+            scores.append(float(response_logprobs(sharp, packed, temperature=2.0)[0].sum()))
+    expected = np.exp(scores) / np.exp(scores).sum()
+    for response, logprobs in zip(out.responses, out.logprobs, strict=True):
+        move = MOVES.index(response.removeprefix("<action>").removesuffix("</action>"))
+        assert float(logprobs[0]) == pytest.approx(np.log(expected[move]), abs=1e-4)
+    twice = np.exp(np.array(scores) / 2) / np.exp(np.array(scores) / 2).sum()
+    assert np.abs(expected - twice).max() > 0.1  # the test can tell the two apart
+    counts = np.array([sum(r == f"<action>{m}</action>" for r in out.responses) for m in MOVES])
+    assert np.abs(counts / draws - expected).max() < 0.04
+
+
+def test_training_log_probs_are_the_drawn_actions_and_keep_mass_on_actions(
+    tiny: tuple[Any, Any],
+) -> None:
+    from agentbench_rl.train.ppo import row_logprobs
+
+    # at the sampling weights, training recomputes the stored log-prob (PPO ratio 1) and the
+    # entropy of the softmax over the row's admissible actions
+    policy = make_policy(tiny, temperature=2.0)
+    pool = LocalEnvPool("sokoban", 4, split="train")
+    prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
+    rollout = rollout_groups(
+        pool, policy, "sokoban", prompt, ["train-1", "train-2"], 2, 0, torch.Generator(), False
+    )
+    rows = list(range(len(rollout)))
+    logprobs, entropy, mask = row_logprobs(policy.model, rollout, rows, policy.pad_id, 2.0, True)
+    assert logprobs.shape == (len(rows), 1) and bool(mask.all())
+    stored = np.array([rollout.logprobs[i][0] for i in rows])
+    assert np.allclose(logprobs[:, 0].detach().numpy(), stored, atol=1e-5)
+    actions = [policy.tokenizer.decode(c[:1]) for c in rollout.choices[0]]
+    scores = full_forward_scores(policy, rollout.prompt_ids[0], actions, temperature=2.0)
+    p = np.exp(scores) / np.exp(scores).sum()
+    assert entropy is not None
+    assert float(entropy[0, 0].detach()) == pytest.approx(float(-(p * np.log(p)).sum()), abs=1e-5)
+    # the log-probs are those of a distribution over the admissible actions: they cannot all
+    # rise together (the leak that let the KL grow with the raw token log-probs)
+    everything = rollout.choices[0]
+    for pick in range(len(everything)):
+        single, _, _ = row_logprobs(
+            policy.model, replace(rollout, chosen=[pick]), [0], policy.pad_id, 2.0
+        )
+        assert float(single[0, 0].detach()) == pytest.approx(float(np.log(p[pick])), abs=1e-5)
+    logprobs[0, 0].backward()
+    grads = [q.grad for q in policy.model.parameters() if q.grad is not None]
+    assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
+    policy.model.zero_grad()

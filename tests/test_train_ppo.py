@@ -237,3 +237,111 @@ def test_existing_run_needs_resume(tmp_path: Path) -> None:
         train(tiny_config(), tmp_path / "run")
     with pytest.raises(ValueError, match="different estimator"):
         train(tiny_config(estimator="grpo"), tmp_path / "run", resume=True)
+
+
+def test_padded_positions_do_not_poison_the_kl_term() -> None:
+    # A padded response position (mask False) holds log-prob -100 for the policy and 0 for the
+    # reference (``padded`` fills with 0): exp(0 - (-100)) overflows float32 to inf and inf * 0
+    # is NaN unless the padded positions are masked before the exponential.
+    logprobs = torch.tensor([[math.log(0.5), -100.0]]).requires_grad_(True)
+    mask = torch.tensor([[True, False]])
+    loss, stats = ppo_loss(
+        logprobs,
+        torch.tensor([[math.log(0.5), 0.0]]),
+        torch.tensor([[math.log(0.25), 0.0]]),
+        None,
+        torch.full((1, 2), 1.0),
+        mask,
+        1,
+        0.2,
+        0.01,
+        0.0,
+    )
+    loss.backward()
+    assert logprobs.grad is not None
+    assert math.isfinite(float(loss.detach())) and bool(torch.isfinite(logprobs.grad).all())
+    # by hand: ratio 1, A = 1 -> pg -1; k3 with r = log(0.25 / 0.5): 0.5 + log 2 - 1
+    kl = 0.5 + math.log(2) - 1
+    assert float(loss.detach()) == pytest.approx(-1 + 0.01 * kl, abs=1e-6)
+    assert stats["kl_clamped"] == 0.0
+
+
+def test_kl_term_is_clamped_as_verl_does() -> None:
+    # r = log(ref / new) = 15 on a real token: k3 = e^15 - 16, clamped to 10 (verl's
+    # low_var_kl); the clamp is counted per token
+    loss, stats = ppo_loss(
+        torch.tensor([[-20.0, math.log(0.5)]]),
+        torch.tensor([[-20.0, math.log(0.5)]]),
+        torch.tensor([[-5.0, math.log(0.5)]]),
+        None,
+        torch.zeros((1, 2)),
+        torch.ones((1, 2), dtype=torch.bool),
+        2,
+        0.2,
+        1.0,
+        0.0,
+    )
+    assert float(loss) == pytest.approx(10.0 / 2, abs=1e-5)
+    assert stats["kl"] == pytest.approx(10.0, abs=1e-5)
+    assert stats["kl_clamped"] == 1.0
+
+
+def test_greedy_validation_over_several_seeds_is_recorded(tmp_path: Path) -> None:
+    import json
+
+    config = tiny_config(val_greedy=True, val_seeds=[0, 1], val_limit=2, max_steps=4)
+    metrics = train(config, tmp_path / "run")
+    assert metrics[0]["val_greedy"] is True and metrics[0]["val_seed_count"] == 2
+    summary = json.loads((tmp_path / "run" / "val" / "iter-0001" / "summary.json").read_text())
+    assert summary["agent"].endswith("?greedy=true") and summary["seeds"] == [0, 1]
+    # greedy choose mode on Sokoban (levels do not depend on the seed) plays every seed alike
+    import pandas as pd
+
+    episodes = pd.read_csv(tmp_path / "run" / "val" / "iter-0001" / "episodes.csv")
+    by_seed = [episodes[episodes.seed == seed].sort_values("task_id") for seed in (0, 1)]
+    assert by_seed[0]["steps"].tolist() == by_seed[1]["steps"].tolist()
+    assert by_seed[0]["return"].tolist() == by_seed[1]["return"].tolist()
+
+
+def test_batch_std_normalisation_by_hand() -> None:
+    from agentbench_rl.train.ppo import normalize_advantages
+
+    # [4, 0, -2, -2]: mean 0, variance (16 + 0 + 4 + 4) / 4 = 6
+    raw = np.array([4.0, 0.0, -2.0, -2.0])
+    assert normalize_advantages(raw, "batch_std") == pytest.approx(raw / math.sqrt(6))
+    assert normalize_advantages(raw, "none") is raw
+    assert normalize_advantages(np.zeros(3), "batch_std").tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="advantage_norm"):
+        config_from_dict({"advantage_norm": "group"}).validate()
+
+
+def test_training_logs_raw_and_normalised_advantage_scales(tmp_path: Path) -> None:
+    # the env's shaped reward (box pushes, step cost) gives the random policy's groups a spread
+    config = tiny_config(
+        advantage_norm="batch_std", reward="env", n_tasks=3, group_size=3, max_steps=6
+    )
+    row = train(config, tmp_path / "run")[1]
+    assert row["adv/raw_std"] > 0.1
+    assert row["adv/std"] == pytest.approx(1.0, abs=1e-9)
+    assert row["adv/mean"] == pytest.approx(row["adv/raw_mean"] / row["adv/raw_std"])
+
+
+def test_resume_accepts_another_bc_cache_folder(tmp_path: Path) -> None:
+    # where the BC result is cached changes no number: a resumed run may name another folder
+    train(tiny_config(), tmp_path / "run")
+    moved = tiny_config(iterations=2, bc={"cache_dir": str(tmp_path / "cache")})
+    assert [row["iteration"] for row in train(moved, tmp_path / "run", resume=True)] == [0, 1, 2]
+
+
+def test_train_categories_restrict_the_task_draws() -> None:
+    from agentbench_rl.envs.textcraft.tasks import load_manifest
+    from agentbench_rl.rollout.scripted import train_task_ids
+
+    depth = {row["task_id"]: row["depth"] for row in load_manifest()["splits"]["train"]}
+    drawn = train_task_ids("textcraft", "train", 200, 5, ["depth-1", "depth-2"])
+    assert {depth[task] for task in drawn} == {1, 2}  # 200 draws from 263 goals reach both
+    assert {depth[task] for task in train_task_ids("textcraft", "train", 200, 5)} >= {3}
+    with pytest.raises(ValueError, match="no fixed task list"):
+        train_task_ids("sokoban", "train", 2, 0, ["x"])
+    with pytest.raises(ValueError, match="no task of split"):
+        train_task_ids("textcraft", "train", 2, 0, ["depth-9"])

@@ -97,7 +97,7 @@ def test_finished_runs_are_skipped_and_the_summary_has_intervals(tmp_path: Path)
     folder = sweep.out / "toy"
     assert (folder / "success.png").read_bytes()[:4] == b"\x89PNG"
     markdown = (folder / "summary.md").read_text()
-    assert "| toy-gigpo | 3 | 0.200 [" in markdown
+    assert "| gigpo | 3 (3) | 0.200 [" in markdown and "| 0/3 |" in markdown
 
 
 def test_validation_curve_reads_only_validation_rows() -> None:
@@ -183,3 +183,91 @@ def test_ray_backend_and_ray_sweep_match_local_training(tmp_path: Path) -> None:
     assert list(summary["cells"]) == ["r"]
     ran = [json.loads(x) for x in (tmp_path / "out" / "r" / "seed0" / "metrics.jsonl").open()]
     assert comparable(ran) == comparable(local)
+
+
+def test_runs_start_seed_major_and_a_rerun_skips_finished_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentbench_rl.train.ppo as ppo
+
+    started: list[tuple[str, str, bool]] = []
+
+    def fake_train(config: object, folder: Path, resume: bool, console: object) -> None:
+        # a GRPO run "stops" before its end the first time (no done.json), then finishes
+        started.append((folder.parent.name, folder.name, resume))
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.yaml").write_text("")
+        if folder.parent.name != "toy-grpo" or resume:
+            (folder / "done.json").write_text("{}")
+
+    monkeypatch.setattr(ppo, "train", fake_train)
+    sweep = load_sweep(write_sweep(tmp_path, {"estimator": ["gigpo", "grpo"], "seed": [0, 1]}))
+    run_sweep(sweep, runner="sequential")
+    assert started == [
+        ("toy-gigpo", "seed0", False),
+        ("toy-grpo", "seed0", False),
+        ("toy-gigpo", "seed1", False),
+        ("toy-grpo", "seed1", False),
+    ]
+    started.clear()
+    run_sweep(sweep, runner="sequential")  # finished runs skipped, the others resumed
+    assert started == [("toy-grpo", "seed0", True), ("toy-grpo", "seed1", True)]
+    started.clear()
+    run_sweep(sweep, runner="sequential")
+    assert started == []
+
+
+def test_parameters_per_estimator(tmp_path: Path) -> None:
+    path = write_sweep(tmp_path, {"estimator": ["grpo", "bipace"], "seed": [0]})
+    data = yaml.safe_load(path.read_text())
+    data["estimator_params"] = {"bipace": {"epsilon": 0.1}}
+    path.write_text(yaml.safe_dump(data))
+    runs = load_sweep(path).runs()
+    assert [r.config.estimator_params for r in runs] == [{}, {"epsilon": 0.1}]
+    data["estimator_params"] = {"bipace": 0.1}
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ValueError, match="estimator_params maps"):
+        load_sweep(path)
+
+
+def test_paired_comparisons_against_grpo_and_gigpo(tmp_path: Path) -> None:
+    from scipy import stats
+
+    grid = {"estimator": ["grpo", "gigpo", "rloo"], "seed": [0, 1, 2]}
+    sweep = load_sweep(write_sweep(tmp_path, grid))
+    # validations at 0 (the shared start), 5 and 10; finals and means chosen by hand
+    curves = {
+        "grpo": [{0: 0.3, 5: 0.4, 10: 0.4}, {0: 0.3, 5: 0.2, 10: 0.4}, {0: 0.3, 5: 0.5, 10: 0.6}],
+        "gigpo": [{0: 0.3, 5: 0.5, 10: 0.5}, {0: 0.3, 5: 0.5, 10: 0.6}, {0: 0.3, 5: 0.6, 10: 0.7}],
+        "rloo": [{0: 0.3, 5: 0.3, 10: 0.4}, {0: 0.3, 5: 0.3, 10: 0.5}, {0: 0.3, 5: 0.96, 10: 1.0}],
+    }
+    for estimator, runs in curves.items():
+        for seed, curve in enumerate(runs):
+            # rloo seed 2 has not finished: it is left out of every pair
+            finished = not (estimator == "rloo" and seed == 2)
+            fake_run(sweep.out / f"toy-{estimator}" / f"seed{seed}", curve, finished)
+    summary = summarize_sweep(sweep)
+    rows = {(r["estimator"], r["baseline"], r["metric"]): r for r in summary["paired"]}
+    assert set(rows) == {
+        (e, b, m)
+        for e, b in (("gigpo", "grpo"), ("rloo", "grpo"), ("rloo", "gigpo"))  # no mirror row
+        for m in ("mean", "final")
+    }
+    final = rows[("gigpo", "grpo", "final")]
+    # d = [0.1, 0.2, 0.1]: mean 0.1333, t = 4 on 2 degrees of freedom (scipy's ttest_rel)
+    assert final["seeds"] == [0, 1, 2] and final["mean"] == pytest.approx(0.1333, abs=1e-4)
+    expected = stats.ttest_rel([0.5, 0.6, 0.7], [0.4, 0.4, 0.6]).pvalue
+    assert final["p_value"] == pytest.approx(expected, abs=1e-4)
+    low, high = t_interval([0.1, 0.2, 0.1])
+    assert final["ci95"] == pytest.approx([low, high], abs=1e-4)
+    # means over validations 5 and 10: gigpo 0.5, 0.55, 0.65; grpo 0.4, 0.3, 0.55
+    mean = rows[("gigpo", "grpo", "mean")]
+    assert mean["mean"] == pytest.approx((0.1 + 0.25 + 0.1) / 3, abs=1e-4)
+    assert rows[("rloo", "gigpo", "final")]["seeds"] == [0, 1]
+    assert rows[("rloo", "gigpo", "final")]["mean"] == pytest.approx(-0.1, abs=1e-4)
+    assert rows[("gigpo", "grpo", "final")]["detectable_80"] > 0
+    # the unfinished rloo seed 2 still counts for its cell, and reached 0.95 at iteration 5
+    assert summary["cells"]["toy-rloo"]["threshold_95"]["first_iteration"]["2"] == 5
+    markdown = (sweep.out / "toy" / "summary.md").read_text()
+    assert "| toy | gigpo | grpo | final | 3 | +0.133 [" in markdown
+    assert "| rloo | 3 (2) |" in markdown and "1/3 (first at 5)" in markdown

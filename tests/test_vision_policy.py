@@ -25,6 +25,7 @@ from agentbench_rl.envs.sokoban.render import render_image  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
+    choice_logprobs,
     load_saved_policy,
     pack,
     response_logprobs,
@@ -118,8 +119,9 @@ def test_the_model_sees_the_frame(
 def test_training_forward_matches_acting(
     tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]], mode: str
 ) -> None:
-    """PPO's first ratio is 1: the training forward (pack + response_logprobs, M-RoPE positions
-    over the padded batch) gives the log-probs the rollout sampled with."""
+    """PPO's first ratio is 1: the training forward (M-RoPE positions over the padded batch)
+    gives the log-probs the rollout sampled with: per token in ``generate`` mode, the one
+    log-prob per row over the admissible actions in ``choose`` mode."""
     policy = policy_of(tiny_vl, mode)
     texts, admissible = prompts
     # rows of different lengths: one prompt without its frame pads the batch
@@ -128,18 +130,30 @@ def test_training_forward_matches_acting(
         rows, [*admissible, admissible[0]], torch.Generator().manual_seed(1), capture_hidden=True
     )
     assert out.hidden is not None and out.hidden.shape == (4, SMALL.hidden_size)
-    packed = pack(out.prompt_ids, out.response_ids, policy.pad_id)
-    logprobs, _ = response_logprobs(policy.model, packed)
-    for row, sampled in enumerate(out.logprobs):
-        trained = logprobs[row, : len(sampled)].detach().numpy()
-        np.testing.assert_allclose(trained, sampled, atol=1e-4)
+
+    def trained(first: int, last: int) -> list[np.ndarray]:
+        if mode == "choose":
+            assert out.choices is not None and out.chosen is not None
+            logprobs, _ = choice_logprobs(
+                policy.model,
+                out.prompt_ids[first:last],
+                out.choices[first:last],
+                out.chosen[first:last],
+                policy.pad_id,
+                policy.temperature,
+            )
+            return [logprobs[k : k + 1].detach().numpy() for k in range(last - first)]
+        packed = pack(out.prompt_ids[first:last], out.response_ids[first:last], policy.pad_id)
+        logprobs, _ = response_logprobs(policy.model, packed)
+        return [
+            logprobs[k, : len(out.logprobs[first + k])].detach().numpy()
+            for k in range(last - first)
+        ]
+
+    for row, value in enumerate(trained(0, len(rows))):
+        np.testing.assert_allclose(value, out.logprobs[row], atol=1e-4)
     # a row alone scores as in the batch (padding and positions do not leak between rows)
-    alone = pack(out.prompt_ids[:1], out.response_ids[:1], policy.pad_id)
-    np.testing.assert_allclose(
-        response_logprobs(policy.model, alone)[0][0, : len(out.logprobs[0])].detach().numpy(),
-        out.logprobs[0],
-        atol=1e-4,
-    )
+    np.testing.assert_allclose(trained(0, 1)[0], out.logprobs[0], atol=1e-4)
 
 
 def test_saved_policy_plays_visual_sokoban_as_hf_agent(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.webshop.data import (
     DataFormatError,
     DataMissingError,
@@ -202,8 +203,17 @@ def test_manifest_pins_goal_hashes_and_checksums(data_dir: Path) -> None:
     manifest = shipped_manifest()
     goals = standard_goals(data_dir)
     assert manifest["num_goals"] == len(goals)
-    assert manifest["splits"]["test"][0] == ["test-00000", goals[0].digest()]
-    assert manifest["splits"]["train"][-1] == ["train-06909", goals[-1].digest()]
+    first, last = goals[0], goals[-1]
+    assert manifest["splits"]["test"][0] == ["test-00000", first.digest(), first.category]
+    assert manifest["splits"]["train"][-1] == ["train-06909", last.digest(), last.category]
+    # The checksums cover the (task id, goal hash) pairs only: recording the categories (format
+    # 2) left them as results files have pinned them since format 1.
+    pairs = {split: [row[:2] for row in rows] for split, rows in manifest["splits"].items()}
+    assert manifest["checksums"] == {
+        split: stable_hash({"setting": STANDARD.payload(), "goals": split_pairs})
+        for split, split_pairs in pairs.items()
+    }
+    assert manifest["checksums"]["test"] == "3851fab33f63428268ee1c0573639f00"
     assert manifest["data_sha256"]["items_shuffle_1000.json"].startswith("3ab3874c")
     assert manifest == json.loads(json.dumps(manifest_payload(STANDARD, goals, manifest_files())))
 

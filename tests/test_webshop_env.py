@@ -19,6 +19,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.base import EpisodeEndedError
 from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action, search_query
+from agentbench_rl.envs.webshop.goals import parse_task_id
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
 from agentbench_rl.envs.webshop.world import require_extras
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
@@ -69,6 +70,22 @@ def test_splits_and_checksums(env: WebShopEnv) -> None:
     assert env.split_task_ids() == test_ids
     with pytest.raises(ValueError, match="unknown split"):
         WebShopEnv.task_ids("val")
+
+
+def test_task_categories_are_what_the_env_reports(env: WebShopEnv) -> None:
+    # The shipped manifest's categories against the goals the env builds from the data.
+    for split in ("test", "train"):
+        categories = WebShopEnv.task_categories(split)
+        assert list(categories) == WebShopEnv.task_ids(split)
+        assert categories == {
+            task: env.world.goals[parse_task_id(task)].category for task in categories
+        }
+    for task in ("test-00000", "test-00001", "test-00499"):
+        env.reset(options={"task_id": task})
+        assert env.category() == WebShopEnv.task_categories("test")[task]
+    assert WebShopEnv.task_categories("test")["test-00001"] == "fashion"  # the data's, by eye
+    with pytest.raises(ValueError, match="unknown split"):
+        WebShopEnv.task_categories("val")
 
 
 def test_search_page_as_the_original(env: WebShopEnv) -> None:

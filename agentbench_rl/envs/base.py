@@ -174,9 +174,9 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
 
     @classmethod
     def task_categories(cls, split: str) -> Mapping[str, str] | None:
-        """Task id -> category for a fixed split, as :meth:`category` reports it; ``None`` where
-        the env cannot tell without data that may be missing (the validator then checks form
-        only)."""
+        """Task id -> category for a fixed split, as :meth:`category` reports it, read from the
+        env's shipped manifest (every built-in env has one); ``None``, the default, for an env
+        registered without one (the validator then checks the categories' form only)."""
         return None
 
     @classmethod

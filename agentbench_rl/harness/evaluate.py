@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.harness.journal import ResultsLock, read_journal
+from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, play
@@ -174,21 +174,6 @@ def _run_jobs(
         yield from pool.imap_unordered(_worker_episode, jobs, chunksize=4)
 
 
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(agentbench_rl.__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 def _prepare_folder(
     config: EvalConfig, out: Path, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
@@ -321,6 +306,7 @@ def _evaluate_in(
     )
     write_episodes(episodes, out / f"episodes.{config.episodes_format}")
 
+    origin = provenance(config.agent)
     summary: dict[str, Any] = {
         "env": config.env,
         "split": config.split,
@@ -333,7 +319,8 @@ def _evaluate_in(
         "non_string_actions": sum(int(row.get("non_string_actions", 0)) for row in rows),
         "config": asdict(config),
         "package_version": agentbench_rl.__version__,
-        "git_commit": _git_commit(),
+        "git_commit": origin.pop("git_commit"),
+        "provenance": origin,
     }
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     (out / JOURNAL).unlink(missing_ok=True)

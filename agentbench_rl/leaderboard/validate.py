@@ -71,7 +71,7 @@ RUN_FIELDS = (
     "git_commit",
 )
 #: Run fields a summary may carry (newer harness versions) that are not recomputed from episodes.
-OPTIONAL_RUN_FIELDS = ("non_string_actions",)
+OPTIONAL_RUN_FIELDS = ("non_string_actions", "provenance")
 
 
 class SubmissionError(ValueError):

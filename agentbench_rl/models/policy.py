@@ -4,8 +4,13 @@ One batched forward per step serves every live trajectory of every group:
 
 - ``choose``: the prompts (ending in ``<action>``) go through the model once, left-padded; the
   key/value cache is then copied per admissible action and each action's continuation
-  ``<name></action>`` is scored in one more forward. The action is drawn from the softmax of the
-  summed token log-probs divided by the temperature.
+  ``<name></action>`` is scored in one more forward. An action's score is the sum of its tokens'
+  log-probs under logits / temperature (the temperature applies once); the policy is the softmax
+  of the scores over the admissible actions, ``π(a|s) = exp(score_a) / Σ_b exp(score_b)``, the
+  action is drawn from it and its log-prob is stored (one value per row). Training uses the same
+  normalised probability (:func:`choice_logprobs`): with the raw sum of token log-probs, PPO
+  can lower a bad action's probability by moving mass onto text that is no action at all,
+  which changes nothing the agent does but lets the KL to the reference grow without bound.
 - ``generate``: Hugging Face ``generate`` with sampling; the sampled tokens' log-probs come from
   the logits ``generate`` returns.
 
@@ -66,6 +71,9 @@ class ActOutput:
         logprobs: the sampling policy's log-prob of each response token (float32).
         hidden: (n, d) float32 hidden states at the last prompt token, or ``None``.
         format_ok: whether the answer kept the action mode's format.
+        choices: ``choose`` mode: the tokens of every admissible continuation of each row (the
+            ``logprobs`` entry is then the one log-prob of the drawn action among them).
+        chosen: ``choose`` mode: the index of the drawn continuation in ``choices``.
     """
 
     responses: list[str]
@@ -74,6 +82,8 @@ class ActOutput:
     logprobs: list[np.ndarray]
     hidden: np.ndarray | None
     format_ok: list[bool]
+    choices: list[list[list[int]]] | None = None
+    chosen: list[int] | None = None
 
 
 @dataclass
@@ -182,6 +192,123 @@ def response_logprobs(
     if with_entropy:
         entropy = -(log_probs.exp() * log_probs).sum(dim=-1)
     return token_logprobs, entropy
+
+
+@dataclass
+class ChoiceScores:
+    """Every admissible continuation of every row, scored after its prompt.
+
+    Attributes:
+        pair_rows: (pairs,) the row of each (row, continuation) pair, rows in order.
+        pair_columns: (pairs,) the continuation's index within its row.
+        scores: (pairs,) the continuation's summed token log-probs (logits / temperature).
+        hidden_states: the prompt forward's hidden states, when asked for.
+    """
+
+    pair_rows: torch.Tensor
+    pair_columns: torch.Tensor
+    scores: torch.Tensor
+    hidden_states: Sequence[torch.Tensor] | None
+
+
+def score_choices(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    choices: Sequence[Sequence[Sequence[int]]],
+    pad_id: int,
+    temperature: float = 1.0,
+    capture_hidden: bool = False,
+) -> ChoiceScores:
+    """Score each row's continuations: the prompts go through the model once (left-padded), the
+    key/value cache is copied per (row, continuation) pair, and the continuations run in one
+    more forward. Differentiable (no ``no_grad`` here): training and acting share it."""
+    for row, options in enumerate(choices):
+        if not options:
+            raise ValueError(f"choose mode: row {row} has no admissible actions")
+    device = next(model.parameters()).device
+    input_ids, prompt_mask, positions = left_pad(prompt_ids, pad_id, device)
+    images = vision_inputs(model, input_ids, prompt_mask, *stack_images(prompt_ids))
+    positions = images.pop("position_ids", positions)
+    first = model(
+        input_ids=input_ids,
+        attention_mask=prompt_mask,
+        position_ids=positions,
+        use_cache=True,
+        output_hidden_states=capture_hidden,
+        logits_to_keep=1,
+        **images,
+    )
+    first_logprobs = torch.log_softmax(first.logits[:, -1, :].float() / temperature, -1)
+    pair_rows = [row for row, options in enumerate(choices) for _ in options]
+    pair_columns = [column for options in choices for column in range(len(options))]
+    flat = [list(ids) for options in choices for ids in options]
+    index = torch.tensor(pair_rows, dtype=torch.long, device=device)
+    cache = first.cache if "cache" in first else first.past_key_values
+    cache.batch_select_indices(index)
+    width = max(len(ids) for ids in flat)
+    choice_ids = torch.full((len(flat), width), pad_id, dtype=torch.long)
+    choice_mask = torch.zeros((len(flat), width), dtype=torch.long)
+    for pair, ids in enumerate(flat):
+        choice_ids[pair, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        choice_mask[pair, : len(ids)] = 1
+    choice_ids, choice_mask = choice_ids.to(device), choice_mask.to(device)
+    # each continuation goes on from its prompt's last position (rows are the second-last
+    # axis: (rows, L) text positions, (3, rows, L) M-RoPE ones)
+    following = positions[..., -1:] + 1 + torch.arange(width, device=device)
+    choice_positions = following.index_select(-2, index)
+    columns = [first_logprobs[index].gather(1, choice_ids[:, :1])]
+    if width > 1:
+        rest = model(
+            input_ids=choice_ids,
+            attention_mask=torch.cat([prompt_mask[index], choice_mask], dim=1),
+            position_ids=choice_positions,
+            use_cache=True,
+            **{_cache_argument(model): cache},
+        )
+        rest_logprobs = torch.log_softmax(rest.logits[:, :-1, :].float() / temperature, -1)
+        columns.append(rest_logprobs.gather(-1, choice_ids[:, 1:, None]).squeeze(-1))
+    token_logprobs = torch.cat(columns, dim=1) * choice_mask
+    return ChoiceScores(
+        index,
+        torch.tensor(pair_columns, dtype=torch.long, device=device),
+        token_logprobs.sum(dim=1),
+        first.hidden_states if capture_hidden else None,
+    )
+
+
+def choice_logprobs(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    choices: Sequence[Sequence[Sequence[int]]],
+    chosen: Sequence[int],
+    pad_id: int,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``choose`` mode's policy at training time: per row the log-prob of the chosen action
+    under the softmax of the scores over the row's admissible actions, and that
+    distribution's entropy when asked. Shapes (rows,).
+    """
+    scored = score_choices(model, prompt_ids, choices, pad_id, temperature)
+    rows, width = len(choices), max(len(options) for options in choices)
+    table = torch.full((rows, width), -torch.inf, device=scored.scores.device)
+    table = table.index_put((scored.pair_rows, scored.pair_columns), scored.scores)
+    log_policy = torch.log_softmax(table, dim=1)
+    picked = torch.tensor(list(chosen), dtype=torch.long, device=table.device)
+    logprobs = log_policy.gather(1, picked[:, None]).squeeze(1)
+    entropy = None
+    if with_entropy:
+        present = torch.isfinite(table)
+        terms = torch.where(present, log_policy.exp() * log_policy, 0.0)
+        entropy = -terms.sum(dim=1)
+    return logprobs, entropy
+
+
+def _joined(parts: Sequence[list[Any] | None]) -> list[Any] | None:
+    """Concatenate per-chunk lists, ``None`` when the chunks have none."""
+    if not parts or any(part is None for part in parts):
+        return None
+    return [item for part in parts if part is not None for item in part]
 
 
 class Policy:
@@ -327,6 +454,8 @@ class Policy:
             logprobs=[lp for o in outputs for lp in o.logprobs],
             hidden=hidden,
             format_ok=[f for o in outputs for f in o.format_ok],
+            choices=_joined([o.choices for o in outputs]),
+            chosen=_joined([o.chosen for o in outputs]),
         )
 
     def _hidden_at_last_prompt_token(self, hidden_states: Sequence[torch.Tensor]) -> np.ndarray:
@@ -342,73 +471,37 @@ class Policy:
         capture_hidden: bool,
         greedy: bool,
     ) -> ActOutput:
-        for row, actions in enumerate(admissible):
-            if not actions:
-                raise ValueError(f"choose mode: row {row} has no admissible actions")
-        device = self.device
-        input_ids, prompt_mask, positions = left_pad(prompt_ids, self.pad_id, device)
-        images = vision_inputs(self.model, input_ids, prompt_mask, *stack_images(prompt_ids))
-        positions = images.pop("position_ids", positions)
-        first = self.model(
-            input_ids=input_ids,
-            attention_mask=prompt_mask,
-            position_ids=positions,
-            use_cache=True,
-            output_hidden_states=capture_hidden,
-            logits_to_keep=1,
-            **images,
+        choices = [[self.encode_choice(a) for a in actions] for actions in admissible]
+        scored = score_choices(
+            self.model, prompt_ids, choices, self.pad_id, self.temperature, capture_hidden
         )
-        first_logprobs = torch.log_softmax(first.logits[:, -1, :].float() / self.temperature, -1)
-        # One (row, action) pair per admissible action; the cache is copied per pair.
-        pair_rows = [row for row, actions in enumerate(admissible) for _ in actions]
-        choices = [self.encode_choice(a) for actions in admissible for a in actions]
-        index = torch.tensor(pair_rows, dtype=torch.long, device=device)
-        cache = first.cache if "cache" in first else first.past_key_values
-        cache.batch_select_indices(index)
-        choice_width = max(len(c) for c in choices)
-        choice_ids = torch.full((len(choices), choice_width), self.pad_id, dtype=torch.long)
-        choice_mask = torch.zeros((len(choices), choice_width), dtype=torch.long)
-        for pair, ids in enumerate(choices):
-            choice_ids[pair, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-            choice_mask[pair, : len(ids)] = 1
-        choice_ids, choice_mask = choice_ids.to(device), choice_mask.to(device)
-        # each continuation goes on from its prompt's last position (rows are the second-last
-        # axis: (rows, L) text positions, (3, rows, L) M-RoPE ones)
-        following = positions[..., -1:] + 1 + torch.arange(choice_width, device=device)
-        choice_positions = following.index_select(-2, index)
-        rest = self.model(
-            input_ids=choice_ids,
-            attention_mask=torch.cat([prompt_mask[index], choice_mask], dim=1),
-            position_ids=choice_positions,
-            use_cache=True,
-            **{_cache_argument(self.model): cache},
-        )
-        rest_logprobs = torch.log_softmax(rest.logits[:, :-1, :].float() / self.temperature, -1)
-        token_logprobs = torch.empty((len(choices), choice_width), device=device)
-        token_logprobs[:, 0] = first_logprobs[index].gather(1, choice_ids[:, :1]).squeeze(1)
-        if choice_width > 1:
-            token_logprobs[:, 1:] = rest_logprobs.gather(-1, choice_ids[:, 1:, None]).squeeze(-1)
-        token_logprobs = token_logprobs * choice_mask
-        scores = token_logprobs.sum(dim=1).cpu()
-
-        responses, response_ids, logprobs = [], [], []
+        scores = scored.scores.cpu().double()
+        responses, response_ids, logprobs, chosen = [], [], [], []
         offset = 0
-        for actions in admissible:
-            row_scores = scores[offset : offset + len(actions)].double()
+        for actions, options in zip(admissible, choices, strict=True):
+            # the policy: softmax of the scores over the row's admissible actions
+            log_policy = torch.log_softmax(scores[offset : offset + len(actions)], dim=0)
             if greedy:
-                pick = int(torch.argmax(row_scores))
+                pick = int(torch.argmax(log_policy))
             else:
-                probabilities = torch.softmax(row_scores / self.temperature, dim=0)
-                pick = int(torch.multinomial(probabilities, 1, generator=generator))
-            pair = offset + pick
-            length = len(choices[pair])
+                pick = int(torch.multinomial(log_policy.exp(), 1, generator=generator))
             responses.append(chosen_response(actions[pick]))
-            response_ids.append(list(choices[pair]))
-            logprobs.append(token_logprobs[pair, :length].cpu().numpy().astype(np.float32))
+            response_ids.append(list(options[pick]))
+            logprobs.append(np.array([log_policy[pick]], dtype=np.float32))
+            chosen.append(pick)
             offset += len(actions)
-        hidden = self._hidden_at_last_prompt_token(first.hidden_states) if capture_hidden else None
+        hidden = None
+        if capture_hidden and scored.hidden_states is not None:
+            hidden = self._hidden_at_last_prompt_token(scored.hidden_states)
         return ActOutput(
-            responses, prompt_ids, response_ids, logprobs, hidden, [True] * len(responses)
+            responses,
+            prompt_ids,
+            response_ids,
+            logprobs,
+            hidden,
+            [True] * len(responses),
+            choices,
+            chosen,
         )
 
     def _generate(

@@ -46,6 +46,8 @@ class RolloutBatch:
     ``records[i]`` is the estimator row of step i; ``prompt_ids[i]``, ``response_ids[i]`` and
     ``logprobs[i]`` its tokens; ``hidden[i]`` its hidden state (when captured). ``episodes`` has
     one entry per trajectory (group, traj, task_id, success, score, steps, return, invalid).
+    In ``choose`` mode ``choices[i]`` holds the tokens of every admissible continuation,
+    ``chosen[i]`` the drawn one's index and ``logprobs[i]`` its one log-prob among them.
     """
 
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -54,6 +56,8 @@ class RolloutBatch:
     logprobs: list[np.ndarray] = field(default_factory=list)
     hidden_rows: list[np.ndarray] = field(default_factory=list)
     episodes: list[dict[str, Any]] = field(default_factory=list)
+    choices: list[list[list[int]]] = field(default_factory=list)
+    chosen: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -132,6 +136,9 @@ def rollout_groups(
         result.prompt_ids.extend(out.prompt_ids)
         result.response_ids.extend(out.response_ids)
         result.logprobs.extend(out.logprobs)
+        if out.choices is not None and out.chosen is not None:
+            result.choices.extend(out.choices)
+            result.chosen.extend(out.chosen)
         if out.hidden is not None:
             result.hidden_rows.extend(out.hidden[k] for k in range(len(episodes)))
     result.records = lock.records

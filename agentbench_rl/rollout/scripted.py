@@ -9,7 +9,7 @@ are built from exactly the text the policy will see.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from agentbench_rl.agents.prompting import (
@@ -27,9 +27,12 @@ from agentbench_rl.rollout.episode import Episode, EpisodeSlot, Lockstep, episod
 Chooser = Callable[[TextAgentEnv[Any], Episode], str]
 
 
-def train_task_ids(env_name: str, split: str, count: int, seed: int) -> list[str]:
+def train_task_ids(
+    env_name: str, split: str, count: int, seed: int, categories: Sequence[str] = ()
+) -> list[str]:
     """``count`` task ids of a split: ``train-<n>`` drawn from ``seed`` for Sokoban's unbounded
-    train split, else a seeded draw from the fixed list (cycled when it is shorter).
+    train split, else a seeded draw from the fixed list (cycled when it is shorter), restricted
+    to the tasks of ``categories`` (the env's ``task_categories``, such as ``depth-1``) when given.
 
     Example:
         >>> len(train_task_ids("sokoban", "train", 2, seed=0))
@@ -40,7 +43,19 @@ def train_task_ids(env_name: str, split: str, count: int, seed: int) -> list[str
     try:
         ids = cls.task_ids(split)
     except ValueError:  # unbounded split: ids are <split>-<n>
+        if categories:
+            raise ValueError(
+                f"train_categories: {env_name}'s split '{split}' has no fixed task list"
+            ) from None
         return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
+    if categories:
+        known = cls.task_categories(split)
+        if known is None:
+            raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
+        wanted = set(categories)
+        ids = [task for task in ids if known.get(task) in wanted]
+        if not ids:
+            raise ValueError(f"train_categories: no task of split '{split}' is in {categories}")
     return [ids[rng.randrange(len(ids))] for _ in range(count)]
 
 

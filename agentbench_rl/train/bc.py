@@ -9,7 +9,7 @@ log-likelihood of those answer tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,10 +39,12 @@ def expert_rows(
     episodes: int,
     seed: int,
     split: str = "train",
+    categories: Sequence[str] = (),
 ) -> list[ExpertRow]:
-    """The steps of ``episodes`` expert episodes on tasks of ``split`` drawn from ``seed``,
+    """The steps of ``episodes`` expert episodes on tasks of ``split`` (of ``categories`` when
+    given) drawn from ``seed``,
     played through the episode driver (so the prompts show the history training shows)."""
-    tasks = train_task_ids(env_name, split, episodes, seed)
+    tasks = train_task_ids(env_name, split, episodes, seed, categories)
     return [
         ExpertRow(
             build_prompt(

@@ -1,4 +1,5 @@
-"""Checkpoints that resume a run exactly: weights, optimiser, every RNG state, iteration.
+"""Checkpoints that resume a run exactly: weights, optimiser, every RNG state, iteration (and,
+in ``state.json``, the weights' fingerprint and the code's provenance).
 
 A checkpoint is a folder written beside its final place and swapped in with renames, so a kill at
 any moment leaves either the old checkpoint or the new one (``checkpoint`` or, between the two
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentbench_rl.harness.provenance import provenance, weights_fingerprint
 from agentbench_rl.models.policy import Policy
 
 CHECKPOINT = "checkpoint"
@@ -49,7 +51,12 @@ def save_checkpoint(
     policy.save(new / "policy")
     torch.save(optimizer.state_dict(), new / "optimizer.pt")
     torch.save(rng_state(), new / "rng.pt")
-    (new / "state.json").write_text(json.dumps({"iteration": iteration}) + "\n", "utf-8")
+    state = {
+        "iteration": iteration,
+        "weights": weights_fingerprint(new / "policy"),
+        **provenance(),
+    }
+    (new / "state.json").write_text(json.dumps(state, indent=1) + "\n", "utf-8")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         final.rename(old)

@@ -22,6 +22,8 @@ import yaml
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
+ADVANTAGE_NORMS = ("none", "batch_std")
+
 
 @dataclass
 class BCConfig:
@@ -54,6 +56,9 @@ class TrainConfig:
     n_tasks: int = 16  # N tasks of the train split per iteration
     group_size: int = 8  # G trajectories on each task
     train_split: str = "train"
+    # Train (and behaviour-clone) only on tasks of these categories (the env's category(), such
+    # as TextCraft's "depth-1"); empty: every task of the split.
+    train_categories: list[str] = field(default_factory=list)
     max_steps: int | None = None  # the env's step limit when None
     history: int = 2
     history_observations: bool = True
@@ -71,6 +76,10 @@ class TrainConfig:
     invalid_penalty: float = 0.1
     gamma: float = 0.95
     hidden_layer: int = 12  # BiPACE: residual stream at layer -hidden_layer, last prompt token
+    # "none" (the papers'): the estimator's advantages as they are. "batch_std": divided by their
+    # standard deviation over the iteration's rows (mean and signs kept), so the fixed KL and
+    # entropy weights mean the same for every estimator (their raw scales differ up to ~4x).
+    advantage_norm: str = "none"
 
     # PPO-clip
     learning_rate: float = 1e-6
@@ -85,7 +94,11 @@ class TrainConfig:
     val_every: int = 5
     val_split: str = "val"
     val_limit: int | None = None  # first N tasks of the split (None: all)
-    val_seeds: list[int] = field(default_factory=lambda: [0])
+    val_seeds: list[int] = field(default_factory=lambda: [0])  # one evaluation per seed
+    # True: validation takes the most likely action (choose mode: the best score; generate:
+    # greedy decoding), so a point measures the policy, not the sampling noise of one draw per
+    # step; False: sampled at ``temperature``, as in training. Recorded in each metrics row.
+    val_greedy: bool = False
     checkpoint_every: int = 5
 
     # where things run
@@ -123,6 +136,7 @@ class TrainConfig:
             "backend": ("local", "ray"),
             "engine": ("hf", "vllm"),
             "dtype": ("float32", "bfloat16", "float16"),
+            "advantage_norm": ADVANTAGE_NORMS,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -9,13 +9,17 @@ One file, top to bottom (CleanRL style). Per iteration:
    papers' ``10 * won``) or the env's own reward (``reward="env"``);
 3. the estimator turns the ``StepBatch`` into one advantage per row (``estimators.compute``,
    with the trainer's ``gamma`` and the invalid-action penalty 0.1 passed to estimators that take
-   them); every token of a row's answer gets the row's advantage;
-4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch:
+   them), optionally divided by their batch standard deviation (``advantage_norm``); every token
+   of a row's answer gets the row's advantage;
+4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch (in ``choose`` mode
+   the one "token" of a row is the action, its probability the softmax of the admissible
+   actions' scores, so ρ, the KL and the entropy are those of the action distribution):
 
    ``ρ_t = π_θ(y_t | x, y_<t) / π_old(y_t | x, y_<t)``
    ``L_clip = −min(ρ_t A, clip(ρ_t, 1−ε, 1+ε) A)``           (PPO, Schulman et al. 2017, eq. 7)
    ``L_KL = exp(r_t) − r_t − 1, r_t = log π_ref − log π_θ``   (the low-variance "k3" estimator of
-   KL(π_θ‖π_ref), Schulman 2020, as GRPO, GiGPO and verl's ``low_var_kl``)
+   KL(π_θ‖π_ref), Schulman 2020, as GRPO, GiGPO and verl's ``low_var_kl``; as there, r_t is
+   clamped to ±20 and the term to ±10, and padded positions are masked before the exponential)
    ``L = mean_tokens(L_clip + β·L_KL − c_H·H(π_θ(·|x, y_<t)))``, ε = 0.2, β = 0.01.
 
    This is the objective the GiGPO paper optimises (its PPO-style clipped surrogate over the
@@ -40,6 +44,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +59,7 @@ from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
     Policy,
+    choice_logprobs,
     load_pretrained,
     pack,
     resolve_device,
@@ -87,6 +93,7 @@ METRICS_FILE = "metrics.jsonl"
 DONE_FILE = "done.json"
 REFERENCE = "reference"
 TIMING_PREFIX = "time/"  # metrics that depend on the machine, not on the seed
+KL_CLAMP = 10.0  # bound of one token's k3 KL term, as verl's low_var_kl
 
 
 # ---------------------------------------------------------------------- the policy and its start
@@ -121,12 +128,15 @@ def bc_key(config: TrainConfig) -> str:
     """Hash of everything the BC result depends on (the folder name in ``bc.cache_dir``)."""
     bc = config.to_dict()["bc"]
     bc.pop("cache_dir")
+    # only a restriction enters the key: the results cached before the field existed stay valid
+    categories = {"train_categories": config.train_categories} if config.train_categories else {}
     return stable_hash(
         {
             "env": config.env,
             "env_kwargs": config.env_kwargs,
             "max_steps": config.max_steps,
             "train_split": config.train_split,
+            **categories,
             "model": config.model,
             "tiny": config.to_dict()["tiny" if config.model != "tiny-vl" else "tiny_vl"],
             "bc": bc,
@@ -185,6 +195,7 @@ def initial_policy(
         config.bc.episodes,
         seed_from(warm_seed, "bc-tasks"),
         config.train_split,
+        config.train_categories,
     )
     bar = progress.add_task("behaviour cloning", total=None) if progress else None
 
@@ -227,7 +238,52 @@ def make_pool(config: TrainConfig) -> EnvPool:
     return LocalEnvPool(config.env, size, **kwargs)
 
 
+def iteration_rollout(
+    pool: EnvPool, actor: BatchPolicy, config: TrainConfig, iteration: int, capture_hidden: bool
+) -> RolloutBatch:
+    """The rollouts of one iteration: G trajectories on each of N train tasks, in lockstep.
+
+    Tasks, env seeds and the sampler are seeded from (seed, iteration) alone, so every
+    estimator of one seed draws the same tasks at an iteration (paired runs).
+    """
+    tasks = train_task_ids(
+        config.env,
+        config.train_split,
+        config.n_tasks,
+        seed_from(config.seed, "tasks", iteration),
+        config.train_categories,
+    )
+    sampler = torch.Generator().manual_seed(seed_from(config.seed, "rollout", iteration) % 2**63)
+    return rollout_groups(
+        pool,
+        actor,
+        config.env,
+        config.prompt_config(),
+        tasks,
+        config.group_size,
+        seed_from(config.seed, "env", iteration),
+        sampler,
+        capture_hidden=capture_hidden,
+    )
+
+
 # ---------------------------------------------------------------------- the PPO update
+def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
+    """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
+    standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
+
+    Example:
+        >>> normalize_advantages(np.array([3.0, -1.0, 1.0, 1.0]), "batch_std").tolist()
+        [2.1213203435596424, -0.7071067811865475, 0.7071067811865475, 0.7071067811865475]
+    """
+    if mode == "none":
+        return advantages
+    if mode != "batch_std":
+        raise ValueError(f"advantage_norm '{mode}' (choose from none, batch_std)")
+    std = float(advantages.std())
+    return advantages / std if std > 1e-8 else advantages
+
+
 def ppo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -245,8 +301,11 @@ def ppo_loss(
     All tensors are (rows, tokens); ``advantages`` is the row's advantage on each token.
     Returns the loss to backpropagate and the chunk's sums for the statistics.
     """
+    real = mask
     mask = mask.float()
-    log_ratio = logprobs - old_logprobs
+    # Padded positions hold arbitrary log-probs (the padding fill, the model's score of the pad
+    # token): zero them before any exponential, since inf * 0 is NaN in the loss and the grads.
+    log_ratio = torch.where(real, logprobs - old_logprobs, 0.0)
     ratio = torch.exp(log_ratio)
     clipped = torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
     pg = -torch.minimum(ratio * advantages, clipped * advantages)  # PPO eq. 7, negated
@@ -258,10 +317,15 @@ def ppo_loss(
             "approx_kl": float(((ratio - 1.0 - log_ratio) * mask).sum()),  # k3 of KL(old‖new)
         }
     if ref_logprobs is not None:
-        log_ref_ratio = ref_logprobs - logprobs
-        kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1.0  # k3: unbiased, always >= 0
+        # verl's low_var_kl: the log-ratio clamped to ±20 before the exponential and the k3
+        # value to ±10, so one token the policy has moved far from the reference cannot
+        # dominate the batch; how often the clamp acts is logged (``ppo/kl_clamped``).
+        log_ref_ratio = torch.where(real, ref_logprobs - logprobs, 0.0).clamp(-20.0, 20.0)
+        raw_kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1.0  # k3: unbiased, always >= 0
+        kl = raw_kl.clamp(-KL_CLAMP, KL_CLAMP)
         loss_tokens = loss_tokens + kl_coef * kl
         stats["kl"] = float((kl.detach() * mask).sum())
+        stats["kl_clamped"] = float(((raw_kl.detach().abs() > KL_CLAMP).float() * mask).sum())
     if entropy is not None:
         loss_tokens = loss_tokens - entropy_coef * entropy
         stats["entropy"] = float((entropy.detach() * mask).sum())
@@ -278,24 +342,54 @@ def padded(values: list[np.ndarray], width: int, device: torch.device | str) -> 
     return out.to(device)
 
 
+def row_logprobs(
+    model: Any,
+    rollout: RolloutBatch,
+    rows: Sequence[int],
+    pad_id: int,
+    temperature: float,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Log-probs of ``rows``' answers under ``model``: (rows, tokens) with their mask, and the
+    entropies when asked. In ``choose`` mode (the rollout holds ``choices``) each row is one
+    "token", the chosen action under the softmax over its admissible actions; else the answer's
+    tokens."""
+    device = next(model.parameters()).device
+    prompts = [rollout.prompt_ids[i] for i in rows]
+    if rollout.choices:
+        logprobs, entropy = choice_logprobs(
+            model,
+            prompts,
+            [rollout.choices[i] for i in rows],
+            [rollout.chosen[i] for i in rows],
+            pad_id,
+            temperature,
+            with_entropy,
+        )
+        mask = torch.ones((len(rows), 1), dtype=torch.bool, device=device)
+        return logprobs[:, None], None if entropy is None else entropy[:, None], mask
+    packed = pack(prompts, [rollout.response_ids[i] for i in rows], pad_id, device)
+    logprobs, token_entropy = response_logprobs(model, packed, temperature, with_entropy)
+    return logprobs, token_entropy, packed.response_mask
+
+
+def row_tokens(rollout: RolloutBatch, row: int) -> int:
+    """How many log-probs a row trains: 1 in ``choose`` mode (the action), else its tokens."""
+    return 1 if rollout.choices else len(rollout.response_ids[row])
+
+
 @torch.no_grad()
 def reference_logprobs(
     reference: Any, rollout: RolloutBatch, policy: Policy, temperature: float
 ) -> list[np.ndarray]:
-    """The frozen reference's log-probs of every row's answer tokens."""
+    """The frozen reference's log-probs of every row's answer (see :func:`row_logprobs`)."""
     out: list[np.ndarray] = []
     size = policy.forward_batch_size
     for start in range(0, len(rollout), size):
-        rows = range(start, min(start + size, len(rollout)))
-        packed = pack(
-            [rollout.prompt_ids[i] for i in rows],
-            [rollout.response_ids[i] for i in rows],
-            policy.pad_id,
-            policy.device,
-        )
-        logprobs, _ = response_logprobs(reference, packed, temperature)
+        rows = list(range(start, min(start + size, len(rollout))))
+        logprobs, _, _ = row_logprobs(reference, rollout, rows, policy.pad_id, temperature)
         for k, i in enumerate(rows):
-            out.append(logprobs[k, : len(rollout.response_ids[i])].cpu().numpy())
+            out.append(logprobs[k, : row_tokens(rollout, i)].cpu().numpy())
     return out
 
 
@@ -320,20 +414,19 @@ def ppo_update(
         order = torch.randperm(len(rollout), generator=generator).tolist()
         for start in range(0, len(order), config.minibatch_size):
             minibatch = order[start : start + config.minibatch_size]
-            n_tokens = sum(len(rollout.response_ids[i]) for i in minibatch)
+            n_tokens = sum(row_tokens(rollout, i) for i in minibatch)
             optimizer.zero_grad()
             for offset in range(0, len(minibatch), config.forward_batch_size):
                 rows = minibatch[offset : offset + config.forward_batch_size]
-                packed = pack(
-                    [rollout.prompt_ids[i] for i in rows],
-                    [rollout.response_ids[i] for i in rows],
+                logprobs, entropy, mask = row_logprobs(
+                    model,
+                    rollout,
+                    rows,
                     policy.pad_id,
-                    device,
+                    config.temperature,
+                    with_entropy=config.entropy_coef > 0,
                 )
-                width = packed.response_ids.shape[1]
-                logprobs, entropy = response_logprobs(
-                    model, packed, config.temperature, with_entropy=config.entropy_coef > 0
-                )
+                width = logprobs.shape[1]
                 old = padded([rollout.logprobs[i] for i in rows], width, device)
                 ref = (
                     padded([ref_logprobs[i] for i in rows], width, device)
@@ -349,7 +442,7 @@ def ppo_update(
                     ref,
                     entropy,
                     row_advantages.expand_as(logprobs),
-                    packed.response_mask,
+                    mask,
                     n_tokens,
                     config.clip_ratio,
                     config.kl_coef,
@@ -382,7 +475,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
     eval_config = EvalConfig(
         env=config.env,
         split=config.val_split,
-        agent=f"hf:{folder}",
+        agent=f"hf:{folder}" + ("?greedy=true" if config.val_greedy else ""),
         seeds=list(config.val_seeds),
         limit=config.val_limit,
         max_steps=config.max_steps,
@@ -392,7 +485,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         eval_config,
         run / "val" / f"iter-{iteration:04d}",
         resume=True,
-        agent=PolicyAgent(eval_config.agent, policy),
+        agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
     )
     return {
         "val_success": float(summary["success"]["mean"]),
@@ -400,6 +493,9 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         "val_return": float(summary["mean_return"]),
         "val_steps": float(summary["mean_steps"]),
         "val_invalid_rate": float(summary["invalid_action_rate"]),
+        "val_weights": summary["provenance"]["agent_weights"],
+        "val_greedy": config.val_greedy,
+        "val_seed_count": len(config.val_seeds),
     }
 
 
@@ -440,6 +536,8 @@ def _prepare_run(config: TrainConfig, run: Path, resume: bool) -> None:
 
         stored = config_from_dict(yaml.safe_load(path.read_text("utf-8"))).to_dict()
         current = config.to_dict()
+        for values in (stored, current):  # where BC results are cached changes no number
+            values["bc"].pop("cache_dir")
         changed = sorted(k for k in current if k != "iterations" and stored.get(k) != current[k])
         if changed:
             raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
@@ -594,25 +692,8 @@ def train(
                 for iteration in range(start + 1, config.iterations + 1):
                     began = time.perf_counter()
                     # 2. rollouts: G trajectories on each of N train tasks, in lockstep
-                    tasks = train_task_ids(
-                        config.env,
-                        config.train_split,
-                        config.n_tasks,
-                        seed_from(config.seed, "tasks", iteration),
-                    )
-                    sampler = torch.Generator().manual_seed(
-                        seed_from(config.seed, "rollout", iteration) % 2**63
-                    )
-                    rollout = rollout_groups(
-                        pool,
-                        actor,
-                        config.env,
-                        config.prompt_config(),
-                        tasks,
-                        config.group_size,
-                        seed_from(config.seed, "env", iteration),
-                        sampler,
-                        capture_hidden=config.needs_hidden(),
+                    rollout = iteration_rollout(
+                        pool, actor, config, iteration, config.needs_hidden()
                     )
                     rolled = time.perf_counter()
 
@@ -624,7 +705,8 @@ def train(
                     )
                     batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
                     result = compute(config.estimator, batch, **params)
-                    advantages = np.asarray(result.advantages, dtype=np.float64)
+                    raw = np.asarray(result.advantages, dtype=np.float64)
+                    advantages = normalize_advantages(raw, config.advantage_norm)
                     estimated = time.perf_counter()
 
                     # 4. PPO-clip against the sampling policy, KL to the frozen reference
@@ -647,6 +729,8 @@ def train(
                     row = {
                         "iteration": iteration,
                         **rollout_metrics(rollout),
+                        "adv/raw_mean": float(raw.mean()),
+                        "adv/raw_std": float(raw.std()),
                         "adv/mean": float(advantages.mean()),
                         "adv/std": float(advantages.std()),
                         "adv/min": float(advantages.min()),

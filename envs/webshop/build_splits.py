@@ -4,9 +4,10 @@ Usage: python envs/webshop/build_splits.py [--data-dir DIR] [--check]
 
 Reads the data folder (--data-dir, else $WEBSHOP_DATA, else ../shared/data/webshop beside the
 checkout), builds the goals as the original does (seeded: the output is the same on every
-machine) and writes agentbench_rl/envs/webshop/splits.json: every task id with its goal's hash,
-and each split's checksum. With --check, only verifies that the shipped file equals what the
-data give now (exit 1 if not).
+machine) and writes agentbench_rl/envs/webshop/splits.json: every task id with its goal's hash
+and category (the goal product's top-level category, what the leaderboard validator checks
+episodes against), and each split's checksum (over the ids and hashes only). With --check,
+only verifies that the shipped file equals what the data give now (exit 1 if not).
 """
 
 from __future__ import annotations

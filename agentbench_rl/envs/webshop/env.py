@@ -10,7 +10,7 @@ refused, as in the original) and a search works from any page, as in the origina
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -171,7 +171,7 @@ class WebShopEnv(TextAgentEnv[str]):
     def task_ids(cls, split: str) -> list[str]:
         """Task ids of a split of the standard setting: ``test-00000`` .. ``test-00499`` and
         ``train-00500`` .. ``train-06909``."""
-        return [pair[0] for pair in cls._manifest_split(split)]
+        return [row[0] for row in cls._manifest_split(split)]
 
     @classmethod
     def split_checksum(cls, split: str) -> str:
@@ -181,11 +181,25 @@ class WebShopEnv(TextAgentEnv[str]):
         return checksum
 
     @classmethod
+    def task_categories(cls, split: str) -> Mapping[str, str]:
+        """The goal product's top-level category for every task of a split of the standard
+        setting, from the shipped manifest (so no data are needed); other settings build their
+        own goals and are not on the leaderboards.
+
+        Example:
+            >>> categories = WebShopEnv.task_categories("test")
+            >>> len(categories), categories["test-00000"]
+            (500, 'garden')
+        """
+        return {row[0]: row[2] for row in cls._manifest_split(split)}
+
+    @classmethod
     def _manifest_split(cls, split: str) -> list[list[str]]:
+        """The shipped manifest's (task id, goal hash, category) rows of a split."""
         if split not in SPLITS:
             raise ValueError(f"webshop: unknown split '{split}' (choose from train, test)")
-        pairs: list[list[str]] = shipped_manifest()["splits"][split]
-        return pairs
+        rows: list[list[str]] = shipped_manifest()["splits"][split]
+        return rows
 
     def checksum(self) -> str:
         """Checksum of this env's split in its own setting (the standard one's unless the data,
@@ -194,7 +208,7 @@ class WebShopEnv(TextAgentEnv[str]):
 
     def split_task_ids(self) -> list[str]:
         """Task ids of this env's split in its own setting."""
-        return [pair[0] for pair in self.world.splits[self.split]]
+        return [row[0] for row in self.world.splits[self.split]]
 
     def has_task(self, task_id: str) -> bool:
         """Whether ``task_id`` is exactly an id of this env's split in its own setting."""

@@ -36,7 +36,8 @@ from agentbench_rl.envs.webshop.nouns import PRECOMPUTE_LIMIT, TitleNouns, insta
 from agentbench_rl.envs.webshop.search import SearchIndex, default_cache_dir, product_document
 
 MANIFEST = "splits.json"
-MANIFEST_FORMAT = 1
+#: 2: each split row is (task id, goal hash, category); 1 had no category.
+MANIFEST_FORMAT = 2
 EXTRA_HINT = "pip install 'agentbench-rl[webshop]'"
 #: Modules the env needs (the ``webshop`` extra), besides a spaCy English pipeline.
 REQUIRED_MODULES = ("nltk", "regex", "rapidfuzz", "spacy")
@@ -82,14 +83,18 @@ def require_extras() -> None:
         raise ModuleNotFoundError(f"webshop needs {', '.join(missing)}: {EXTRA_HINT}")
 
 
-def split_checksum_of(setting: Setting, pairs: list[list[str]]) -> str:
-    """Checksum of one split: its setting and its (task id, goal hash) pairs.
+def split_checksum_of(setting: Setting, rows: list[list[str]]) -> str:
+    """Checksum of one split: its setting and the (task id, goal hash) of each of its rows.
+
+    A row's category is left out: the goal hash already covers it, and leaving it out keeps the
+    checksums that results files pinned before the manifest recorded categories.
 
     Example:
-        >>> len(split_checksum_of(STANDARD, [["test-00000", "ab"]]))
-        32
+        >>> checksum = split_checksum_of(STANDARD, [["test-00000", "ab", "garden"]])
+        >>> len(checksum), checksum == split_checksum_of(STANDARD, [["test-00000", "ab"]])
+        (32, True)
     """
-    return stable_hash({"setting": setting.payload(), "goals": pairs})
+    return stable_hash({"setting": setting.payload(), "goals": [row[:2] for row in rows]})
 
 
 def manifest_payload(setting: Setting, goals: list[Goal], files: dict[str, str]) -> dict[str, Any]:
@@ -101,24 +106,24 @@ def manifest_payload(setting: Setting, goals: list[Goal], files: dict[str, str])
         >>> payload["splits"], payload["num_goals"]
         ({'test': [], 'train': []}, 0)
     """
-    digests = [goal.digest() for goal in goals]
     splits: dict[str, list[list[str]]] = {}
     for split, ids in split_ids(goals).items():
         offset = 0 if split == "test" else TEST_SIZE
-        splits[split] = [[task, digests[offset + position]] for position, task in enumerate(ids)]
+        split_goals = zip(ids, goals[offset : offset + len(ids)], strict=True)
+        splits[split] = [[task, goal.digest(), goal.category] for task, goal in split_goals]
     return {
         "env": "webshop",
         "format": MANIFEST_FORMAT,
         "setting": setting.payload(),
         "data_sha256": dict(sorted(files.items())),
         "num_goals": len(goals),
-        "checksums": {split: split_checksum_of(setting, pairs) for split, pairs in splits.items()},
+        "checksums": {split: split_checksum_of(setting, rows) for split, rows in splits.items()},
         "splits": splits,
     }
 
 
 def manifest_text(payload: dict[str, Any]) -> str:
-    """The manifest as written to disk: JSON with one (task id, goal hash) pair per line.
+    """The manifest as written to disk: JSON with one (task id, goal hash, category) row per line.
 
     Example:
         >>> payload = manifest_payload(STANDARD, [], {})
@@ -132,8 +137,8 @@ def manifest_text(payload: dict[str, Any]) -> str:
             lines.append(f" {json.dumps(key)}: {json.dumps(value)}{comma}")
             continue
         lines.append(f" {json.dumps(key)}: {{")
-        for split_position, (split, pairs) in enumerate(value.items()):
-            rows = ",\n".join(f"   {json.dumps(pair)}" for pair in pairs)
+        for split_position, (split, split_rows) in enumerate(value.items()):
+            rows = ",\n".join(f"   {json.dumps(row)}" for row in split_rows)
             split_comma = "," if split_position < len(value) - 1 else ""
             lines.append(f"  {json.dumps(split)}: [\n{rows}\n  ]{split_comma}")
         lines.append(f" }}{comma}")
@@ -164,7 +169,7 @@ class World:
         setting: what it was built from.
         catalogue: the products and their prices.
         goals: every goal in session order.
-        splits: split -> its (task id, goal hash) pairs.
+        splits: split -> its (task id, goal hash, category) rows.
         checksums: split -> checksum.
         index: the BM25 search index.
         nouns: title -> nouns for the type reward.
@@ -183,8 +188,8 @@ def _check_standard(payload: dict[str, Any], data_dir: Path) -> None:
     shipped = shipped_manifest()
     if payload["splits"] == shipped["splits"]:
         return
-    ours = [pair for pairs in payload["splits"].values() for pair in pairs]
-    theirs = [pair for pairs in shipped["splits"].values() for pair in pairs]
+    ours = [row for rows in payload["splits"].values() for row in rows]
+    theirs = [row for rows in shipped["splits"].values() for row in rows]
     differing = [mine[0] for mine, pinned in zip(ours, theirs, strict=False) if mine != pinned]
     first = differing[0] if differing else "the goal count"
     raise ValueError(

@@ -1,0 +1,114 @@
+"""Where a result came from: the package's own commit and whether its tree was dirty, the
+versions of the libraries that shape the numbers, and a fingerprint of evaluated weights.
+
+Results (``summary.json``), training metrics and checkpoints record these, so two validations of
+one run (different weights, same agent spec and config) can be told apart, and a result made
+from uncommitted code says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import agentbench_rl
+
+PACKAGE_DIR = Path(agentbench_rl.__file__).resolve().parent
+LIBRARIES = ("numpy", "torch", "transformers")
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
+    """The commit of the repository the package's source lives in, and whether its tracked
+    files differ from that commit; both ``None`` when the package is not a checkout of its own
+    repository (an installed wheel, or a copy inside some other repository, such as a
+    virtual environment in the user's project, whose commit says nothing about this code).
+
+    Example:
+        >>> sorted(package_revision())
+        ['git_commit', 'git_dirty']
+    """
+    unknown: dict[str, Any] = {"git_commit": None, "git_dirty": None}
+    package_dir = Path(package_dir).resolve()
+    top = _git(["rev-parse", "--show-toplevel"], package_dir)
+    if top is None or Path(top).resolve() != package_dir.parent:
+        return unknown
+    tracked = _git(["ls-files", "--", "__init__.py"], package_dir)
+    commit = _git(["rev-parse", "HEAD"], package_dir)
+    if not tracked or not commit:
+        return unknown
+    status = _git(["status", "--porcelain", "--untracked-files=no"], package_dir.parent)
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+def library_versions() -> dict[str, str | None]:
+    """Installed versions of numpy, torch and transformers (``None`` when absent).
+
+    Example:
+        >>> sorted(library_versions())
+        ['numpy', 'torch', 'transformers']
+    """
+    versions: dict[str, str | None] = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def weights_fingerprint(folder: Path) -> str | None:
+    """A sha256 (first 16 hex digits) over the names and bytes of a model folder's weight files
+    (``*.safetensors``, ``*.bin``); ``None`` when the folder holds none.
+
+    Example:
+        >>> weights_fingerprint(Path("no-such-folder")) is None
+        True
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    files = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode("utf-8") + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def agent_weights_fingerprint(agent: str) -> str | None:
+    """The weights fingerprint of an ``hf:<local folder>`` agent spec (else ``None``).
+
+    Example:
+        >>> agent_weights_fingerprint("random") is None
+        True
+    """
+    if not agent.startswith("hf:"):
+        return None
+    target = agent.removeprefix("hf:").partition("?")[0]
+    return weights_fingerprint(Path(target))
+
+
+def provenance(agent: str | None = None) -> dict[str, Any]:
+    """Everything above in one mapping (what ``summary.json`` records as ``provenance``)."""
+    record: dict[str, Any] = {**package_revision(), "versions": library_versions()}
+    if agent is not None:
+        record["agent_weights"] = agent_weights_fingerprint(agent)
+    return record
