@@ -68,6 +68,16 @@ def eval_command(
         list[int] | None, typer.Option(help="Seeds; repeat or list: --seeds 0 1 2.")
     ] = None,
     workers: Annotated[int, typer.Option(help="Episode worker processes.")] = 1,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            help="Episodes stepped in lockstep per worker, one agent call per step "
+            "(hf: agents answer them in one forward). Default: the concurrency."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(help="openai: agents: requests in flight at most.")
+    ] = 1,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks (quick look).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUT.")] = False,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
@@ -101,7 +111,15 @@ def eval_command(
         if out is None:
             agent_label = agent.replace(":", "_").replace("/", "_")
             out = Path("results") / f"{config.env}-{split}-{agent_label}"
-        summary = evaluate(config, out, workers=workers, resume=resume, console=console)
+        summary = evaluate(
+            config,
+            out,
+            workers=workers,
+            resume=resume,
+            console=console,
+            batch_size=batch_size,
+            concurrency=concurrency,
+        )
     except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
         _fail(str(problem))
         return
@@ -368,6 +386,39 @@ def bench_learning(
             iterations=iterations,
             workers=workers,
             params=param or [],
+        )
+    except ValueError as problem:
+        _fail(str(problem))
+
+
+@bench_app.command("eval")
+def bench_eval(
+    levels: Annotated[int, typer.Option(help="Sokoban val levels the hf: agent plays.")] = 200,
+    batch_size: Annotated[int, typer.Option(help="hf: episodes per lockstep batch.")] = 50,
+    episodes: Annotated[int, typer.Option(help="Episodes the openai: agent plays.")] = 64,
+    concurrency: Annotated[int, typer.Option(help="openai: requests in flight.")] = 32,
+    latency_ms: Annotated[float, typer.Option(help="Server latency per request.")] = 50.0,
+    max_steps: Annotated[
+        int | None, typer.Option(help="openai: episodes' step limit (default: the env's).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(help="Alternating runs of each side.")] = 3,
+) -> None:
+    """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""
+    try:
+        from agentbench_rl.bench.eval import run as run_eval
+    except ImportError as problem:
+        _fail(f"{problem}; pip install 'agentbench-rl[train]'")
+        return
+    try:
+        run_eval(
+            Console(),
+            levels=levels,
+            batch_size=batch_size,
+            episodes=episodes,
+            concurrency=concurrency,
+            latency=latency_ms / 1000,
+            max_steps=max_steps,
+            repeats=repeats,
         )
     except ValueError as problem:
         _fail(str(problem))

@@ -96,3 +96,86 @@ def test_prompt_shows_the_drivers_history(saved_policy: Path) -> None:
     agent.policy.act = spy  # type: ignore[method-assign]
     agent.act("#_P#", info, [HistoryStep("#P#", "down")])
     assert "Your last actions: down" in prompts[0]  # the stored policy shows actions only
+
+
+@pytest.mark.parametrize("options", ["", "?mode=generate", "?mode=generate&greedy=true"])
+def test_batched_hf_agent_writes_the_sequential_bytes(
+    saved_policy: Path, tmp_path: Path, options: str
+) -> None:
+    # Sampling agents draw per (episode, step) from their own generator (choose: the row's
+    # multinomial; generate: RowSampler), so batch neighbours never change an episode.
+    config = EvalConfig(
+        env="sokoban", split="val", agent=f"hf:{saved_policy}{options}", limit=5, max_steps=3
+    )
+    evaluate(config, tmp_path / "sequential")
+    evaluate(config, tmp_path / "batched", batch_size=3)
+    for name in ("episodes.csv", "summary.json"):
+        assert (tmp_path / "batched" / name).read_bytes() == (
+            tmp_path / "sequential" / name
+        ).read_bytes()
+
+
+def test_one_batched_call_per_step(saved_policy: Path, tmp_path: Path) -> None:
+    agent = HFAgent(f"hf:{saved_policy}")
+    calls: list[int] = []
+    original = agent.policy.act
+
+    def count(prompt_texts: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(len(prompt_texts))
+        return original(prompt_texts, *args, **kwargs)
+
+    agent.policy.act = count  # type: ignore[method-assign]
+    config = EvalConfig(env="sokoban", split="val", agent=agent.name, limit=4, max_steps=3)
+    evaluate(config, tmp_path / "run", agent=agent, batch_size=4)
+    assert calls[0] == 4 and len(calls) <= 3  # every live episode in one forward per step
+
+
+def test_vllm_engine_option_is_checked(saved_policy: Path) -> None:
+    with pytest.raises(ValueError, match="engine must be hf or vllm"):
+        parse_spec("hf:x?engine=tgi")
+    assert parse_spec("hf:x?engine=vllm")[1] == {"engine": "vllm"}
+    with pytest.raises(ValueError, match="generate mode only"):
+        _ = HFAgent(f"hf:{saved_policy}?engine=vllm").policy  # the saved policy chooses
+    if not torch.cuda.is_available():  # no GPU (or no vLLM): one line, no traceback
+        with pytest.raises(ValueError, match=r"vLLM|GPU"):
+            _ = HFAgent(f"hf:{saved_policy}?engine=vllm&mode=generate").policy
+
+
+@pytest.mark.gpu
+def test_vllm_engine_batches_write_the_sequential_bytes(saved_policy: Path, tmp_path: Path) -> None:
+    pytest.importorskip("vllm")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    config = EvalConfig(
+        env="sokoban",
+        split="val",
+        agent=f"hf:{saved_policy}?engine=vllm&mode=generate",
+        limit=6,
+        max_steps=3,
+    )
+    evaluate(config, tmp_path / "sequential")
+    evaluate(config, tmp_path / "batched", batch_size=6)
+    assert (tmp_path / "batched" / "episodes.csv").read_bytes() == (
+        tmp_path / "sequential" / "episodes.csv"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize("mode", ["choose", "generate"])
+def test_rows_draw_from_their_own_generators(saved_policy: Path, mode: str) -> None:
+    # The episode CSV of a random tiny model hides what it generated; compare the answers.
+    policy = HFAgent(f"hf:{saved_policy}?mode={mode}").policy
+    prompts = ["Observation: #P#", "a longer prompt, padded less than the other " * 3, "x"]
+    admissible = [["up", "down"], ["left", "right", "up", "down"], ["down", "up"]]
+
+    def generators() -> list[Any]:
+        return [torch.Generator().manual_seed(seed) for seed in (11, 12, 13)]
+
+    together = policy.act(prompts, admissible, generators()).responses
+    alone = [
+        policy.act([prompt], [actions], [generator]).responses[0]
+        for prompt, actions, generator in zip(prompts, admissible, generators(), strict=True)
+    ]
+    assert together == alone
+    if mode == "generate":  # 5 tokens of 512: other seeds give other text (choose may tie)
+        others = [torch.Generator().manual_seed(seed) for seed in (21, 22, 23)]
+        assert policy.act(prompts, admissible, others).responses != together

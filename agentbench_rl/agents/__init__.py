@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
@@ -22,8 +22,10 @@ def load_agent(spec: str) -> Agent:
     """Build the agent a spec names.
 
     ``python:package.module:attribute`` imports either a callable ``(observation, info) -> str``
-    or an object with ``act(observation, info)`` (and optionally ``begin_episode(env, seed)``);
-    a class is instantiated without arguments first.
+    or an object with ``act(observation, info)`` (and optionally ``begin_episode(env, seed)``),
+    or a batched agent (``begin_episodes`` and ``act_batch``: see
+    :class:`~agentbench_rl.agents.base.BatchAgent`); a class is instantiated without arguments
+    first.
 
     Example:
         >>> load_agent("random").name
@@ -60,6 +62,12 @@ def load_agent(spec: str) -> Agent:
                 raise ValueError(f"agent '{spec}': module '{module_name}' has no '{attribute}'")
             target = getattr(target, name)
         policy: Any = target() if isinstance(target, type) else target
+        if callable(getattr(policy, "act_batch", None)) and callable(
+            getattr(policy, "begin_episodes", None)
+        ):
+            if not isinstance(getattr(policy, "name", None), str):
+                policy.name = spec
+            return cast(Agent, policy)  # a batched agent plays as it is (see BatchAgent)
         act = getattr(policy, "act", None)
         hook = getattr(policy, "begin_episode", None)
         return CallableAgent(act if callable(act) else policy, name=spec, on_episode=hook)

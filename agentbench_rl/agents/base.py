@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
 from agentbench_rl.envs.base import TextAgentEnv
 
 
@@ -28,3 +30,98 @@ class Agent(Protocol):
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
         """The raw action text for this step."""
+
+
+@runtime_checkable
+class BatchAgent(Protocol):
+    """An agent that answers a whole batch of episodes per call (``eval --batch-size N``).
+
+    The episode driver calls ``begin_episodes(envs, seeds)`` once per batch, after the resets
+    (row ``i`` of the batch plays ``envs[i]`` with episode seed ``seeds[i]``), then, every step,
+    ``act_batch(observations, infos, rows=..., histories=...)`` for the rows still running:
+    ``rows[k]`` says which episode of the batch ``observations[k]`` belongs to, and
+    ``histories[k]`` is that episode's past steps. An episode's answers must depend only on its
+    own row (its seed, observations and history), never on its neighbours, so that results are
+    the same whatever the batch size. ``reads_history`` and ``answer_format`` mean what they
+    mean for :class:`Agent`.
+    """
+
+    name: str
+
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """Prepare for a batch of new episodes (already reset)."""
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[Any]:
+        """The raw action text of every row."""
+
+
+class PromptingBatchAgent:
+    """What the model-backed batched agents (``hf:``, ``openai:``) share: each row's env and
+    episode seed, remembered at ``begin_episodes``; each row's prompt, built by the one prompt
+    builder; and ``act``, the batch of one. Subclasses write ``act_batch``.
+    """
+
+    name: str
+    #: The episode driver passes the history (see :class:`Agent`).
+    reads_history = True
+
+    def __init__(self) -> None:
+        self._env_names: list[str] = []
+        self._seeds: list[int] = []
+
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """Remember each row's env and episode seed."""
+        self._env_names = [env.env_name for env in envs]
+        self._seeds = list(seeds)
+
+    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
+        """One episode: the batch of one."""
+        self.begin_episodes([env], [seed])
+
+    def row_seed(self, row: int) -> int:
+        """The episode seed of ``row`` (``RuntimeError`` before ``begin_episodes``)."""
+        if row >= len(self._seeds):
+            raise RuntimeError(f"agent '{self.name}': act called before begin_episode")
+        return self._seeds[row]
+
+    def row_prompts(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+        config: PromptConfig,
+    ) -> list[str]:
+        """Every row's prompt (:func:`~agentbench_rl.agents.prompting.build_prompt`)."""
+        return [
+            build_prompt(
+                self._env_names[row], observation, history, info["admissible_actions"], config
+            )
+            for row, observation, info, history in zip(
+                rows, observations, infos, histories, strict=True
+            )
+        ]
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[str]:
+        """Every row's answer (the subclass's)."""
+        raise NotImplementedError
+
+    def act(
+        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
+    ) -> str:
+        """The answer to this step's prompt (``history``: the driver's past steps)."""
+        return self.act_batch([observation], [info], rows=[0], histories=[history])[0]

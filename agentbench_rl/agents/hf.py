@@ -2,7 +2,9 @@
 
 Options follow a ``?``: ``hf:runs/x/checkpoint/policy?mode=choose&greedy=true``. Accepted:
 ``mode`` (``generate`` or ``choose``), ``temperature``, ``greedy``, ``history``, ``device``,
-``dtype``. A checkpoint written by the trainer carries its prompt and sampling settings
+``dtype``, ``engine`` (``hf``, the default, or ``vllm``: sampling in vLLM on a GPU, ``generate``
+mode only, the trainer's :class:`~agentbench_rl.train.vllm_engine.VLLMActor`). A checkpoint
+written by the trainer carries its prompt and sampling settings
 (``agentbench_policy.json``), so ``hf:<checkpoint>`` plays exactly as the policy was trained;
 an option overrides the stored value. The model loads on the first episode, not when the agent
 is built, so the harness's check of the agent spec costs nothing. Loading, scoring and generation
@@ -17,7 +19,8 @@ from urllib.parse import parse_qsl
 from agentbench_rl.agents.prompting import ACTION_MODES
 from agentbench_rl.models.agent import PolicyAgent
 
-OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype")
+OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype", "engine")
+ENGINES = ("hf", "vllm")
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -38,6 +41,8 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
         raise ValueError(f"agent '{spec}': unknown option(s) {', '.join(unknown)} ({accepted=})")
     if "mode" in options and options["mode"] not in ACTION_MODES:
         raise ValueError(f"agent '{spec}': mode must be generate or choose")
+    if options.get("engine", "hf") not in ENGINES:
+        raise ValueError(f"agent '{spec}': engine must be hf or vllm")
     return target, options
 
 
@@ -53,7 +58,23 @@ class HFAgent(PolicyAgent):
     def _load(self) -> Any:
         from agentbench_rl.models.policy import load_saved_policy
 
+        options = {k: v for k, v in self.options.items() if k != "engine"}
+        vllm = self.options.get("engine", "hf") == "vllm"
+        if vllm:  # torch only tokenizes: its copy of the weights stays off the GPU
+            options.setdefault("device", "cpu")
         try:
-            return load_saved_policy(self.target, self.options)
+            policy = load_saved_policy(self.target, options)
         except ValueError as problem:
+            raise ValueError(f"agent '{self.name}': {problem}") from None
+        if not vllm:
+            return policy
+        if policy.prompt.mode != "generate":
+            raise ValueError(f"agent '{self.name}': engine vllm plays generate mode only")
+        from agentbench_rl.train.config import TrainConfig
+        from agentbench_rl.train.vllm_engine import VLLMActor
+
+        engine = TrainConfig(dtype=options.get("dtype", "float32"))
+        try:
+            return VLLMActor(policy, engine)
+        except (ImportError, RuntimeError) as problem:  # no vLLM, no GPU
             raise ValueError(f"agent '{self.name}': {problem}") from None

@@ -7,28 +7,37 @@ observation has one, as visual Sokoban's does) and hands the answer to the env, 
 ``<action>...</action>``. Options after the model name: ``#model?temperature=0.7&history=2&
 max_tokens=512``. The API key is read from ``$OPENAI_API_KEY`` (or the variable named by the
 ``api_key_env`` option); requests that fail to connect, time out, or get 429/5xx are retried
-with exponential backoff. The server is asked for its model list when the agent is built, so an
-unreachable URL fails at once with one line.
+with exponential backoff, waiting at least what a ``Retry-After`` header asks. The server is
+asked for its model list when the agent is built, so an unreachable URL fails at once with one
+line.
+
+It is a batched agent: ``act_batch`` sends one request per live episode, up to ``concurrency``
+at once (threads: each request is a blocking ``urllib`` call that releases the GIL while it
+waits; ``eval --concurrency C`` sets it). Every request carries its own seed, (episode seed +
+step), and answers are matched to their rows, so the results are the same whatever the batch
+size and concurrency.
 """
 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import os
 import struct
+import threading
 import time
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.agents.base import PromptingBatchAgent
+from agentbench_rl.agents.prompting import HistoryStep, PromptConfig
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -112,15 +121,44 @@ def user_content(prompt: str) -> str | list[dict[str, Any]]:
     return parts
 
 
+def retry_after(value: str | None, now: float | None = None, cap: float = 60.0) -> float:
+    """Seconds a ``Retry-After`` header asks to wait (delay seconds or an HTTP date), capped at
+    ``cap``; 0 when absent or unreadable.
+
+    Example:
+        >>> retry_after("2"), retry_after(None), retry_after("soon")
+        (2.0, 0.0, 0.0)
+        >>> retry_after("Thu, 01 Jan 1970 00:00:10 GMT", now=4.0)
+        6.0
+    """
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(value).timestamp()
+        except (TypeError, ValueError, IndexError):
+            return 0.0
+        seconds = when - (time.time() if now is None else now)
+    return min(cap, max(0.0, seconds))
+
+
 class ChatClient:
     """A minimal OpenAI-compatible chat client (standard library only) with retries.
+
+    Each thread keeps one persistent (keep-alive) connection to the server, so concurrent
+    requests do not pay a TCP handshake each; a kept connection the server has closed is
+    reopened at once, without counting as a failure. (Proxy variables are not read: the
+    client talks to the base URL directly.)
 
     Args:
         base_url: e.g. ``http://127.0.0.1:8000/v1``.
         api_key: sent as ``Authorization: Bearer``; ``None`` sends none.
         timeout: seconds per request.
         retries: attempts after the first one.
-        backoff: first wait in seconds, doubled after every failure (capped at 8 s).
+        backoff: first wait in seconds, doubled after every failure (capped at 8 s); a
+            ``Retry-After`` header asking for longer is honoured (up to 60 s).
         sleep: the wait function (tests pass a fake one).
     """
 
@@ -139,6 +177,49 @@ class ChatClient:
         self.retries = retries
         self.backoff = backoff
         self.sleep = sleep
+        parts = urlsplit(self.base_url)
+        self._https = parts.scheme == "https"
+        self._host = parts.netloc
+        self._prefix = parts.path
+        self._local = threading.local()
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection, and whether it was used before."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection, True
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = kind(self._host, timeout=self.timeout)
+        self._local.connection = connection
+        return connection, False
+
+    def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, str | None, bytes]:
+        """One exchange: status, ``Retry-After`` and body (``OSError`` when the connection
+        fails; a reused connection the server closed is reopened once)."""
+        for _ in range(2):
+            connection, reused = self._connection()
+            try:
+                connection.request(method, self._prefix + path, body=data, headers=headers)
+                response = connection.getresponse()
+                body = response.read()
+            except (OSError, http.client.HTTPException) as error:
+                connection.close()
+                self._local.connection = None
+                stale = isinstance(
+                    error, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
+                )
+                if reused and stale:
+                    continue
+                if isinstance(error, http.client.HTTPException):
+                    raise ConnectionError(str(error) or type(error).__name__) from None
+                raise
+            if response.will_close:
+                connection.close()
+                self._local.connection = None
+            return response.status, response.getheader("Retry-After"), body
+        raise ConnectionError("the server closed the connection")
 
     def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         """Send one request (with retries) and return the decoded JSON answer."""
@@ -147,21 +228,25 @@ class ChatClient:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        problem = ""
+        problem, asked = "", 0.0
         for attempt in range(self.retries + 1):
             if attempt:
-                self.sleep(min(8.0, self.backoff * 2 ** (attempt - 1)))
-            request = urllib.request.Request(url, data=data, headers=headers, method=method)
+                self.sleep(max(asked, min(8.0, self.backoff * 2 ** (attempt - 1))))
+            asked = 0.0
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                    return json.loads(response.read().decode("utf-8"))
-            except urllib.error.HTTPError as error:
-                body = error.read().decode("utf-8", "replace")[:200]
-                problem = f"HTTP {error.code}: {body}"
-                if error.code not in RETRY_STATUS:
-                    raise ServerError(f"{method} {url} failed with {problem}") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-                problem = str(getattr(error, "reason", error))
+                status, wait, body = self._send(method, path, data, headers)
+            except OSError as error:  # refused, reset, timed out, unknown host
+                problem = str(error) or type(error).__name__
+                continue
+            if status < 400:
+                try:
+                    return json.loads(body.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    raise ServerError(f"{method} {url}: the answer is not JSON") from None
+            problem = f"HTTP {status}: {body.decode('utf-8', 'replace')[:200]}"
+            asked = retry_after(wait)
+            if status not in RETRY_STATUS:
+                raise ServerError(f"{method} {url} failed with {problem}")
         raise ServerError(f"cannot reach {url} after {self.retries + 1} attempts (last: {problem})")
 
     def chat(self, model: str, prompt: str, **sampling: Any) -> str:
@@ -175,10 +260,11 @@ class ChatClient:
             raise ServerError(f"unexpected answer from {self.base_url}: {answer!r:.200}") from None
 
 
-class OpenAIAgent:
+class OpenAIAgent(PromptingBatchAgent):
     """An OpenAI-compatible chat model playing the env (see the module docstring)."""
 
     def __init__(self, spec: str, client: ChatClient | None = None) -> None:
+        super().__init__()
         self.name = spec
         self.base_url, self.model, options = parse_spec(spec)
         try:
@@ -196,29 +282,44 @@ class OpenAIAgent:
             self.client.request("GET", "/models")
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
-        self._env_name = ""
-        self._seed = 0
+        #: Requests in flight at most (``eval --concurrency``).
+        self.concurrency = 1
+        self._pool: ThreadPoolExecutor | None = None  # made on the first concurrent batch
+        self._pool_size = 0
 
-    #: The episode driver passes the history and holds answers to the papers' format.
-    reads_history = True
+    #: Answers must keep the papers' format (the driver's validity rule).
     answer_format = "generate"
 
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """Remember the env; the episode seed goes to the server with every request."""
-        self._env_name = env.env_name
-        self._seed = seed
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[str]:
+        """Every row's answer: one request per row, up to ``concurrency`` at once, each with
+        its own seed (episode seed + step)."""
+        prompts = self.row_prompts(observations, infos, rows, histories, self.prompt)
+        seeds = [
+            (self.row_seed(row) + len(history)) % 2**31
+            for row, history in zip(rows, histories, strict=True)
+        ]
+        requests = list(zip(prompts, seeds, strict=True))
+        if self.concurrency <= 1 or len(requests) <= 1:
+            return [self._ask(prompt, seed) for prompt, seed in requests]
+        if self._pool is None or self._pool_size != self.concurrency:
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="openai-agent")
+            self._pool_size = self.concurrency
+        return list(self._pool.map(lambda request: self._ask(*request), requests))
 
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        prompt = build_prompt(
-            self._env_name, observation, history, info["admissible_actions"], self.prompt
-        )
+    def _ask(self, prompt: str, seed: int) -> str:
         return self.client.chat(
             self.model,
             prompt,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
-            seed=(self._seed + len(history)) % 2**31,
+            seed=seed,
         )

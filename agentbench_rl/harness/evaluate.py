@@ -2,17 +2,20 @@
 
 An episode depends only on (env, task, agent, seed): the env and the agent are both seeded from
 ``seed_from(seed, task_id)``, so the order episodes run in (one worker or many, fresh or resumed)
-never changes a number. Finished episodes go to a journal as they arrive (one JSON line each,
+never changes a number, nor does playing them in lockstep batches (``--batch-size``, one agent
+call per step of a batch) or sending an ``openai:`` agent's requests concurrently
+(``--concurrency``). Finished episodes go to a journal as they arrive (one JSON line each,
 flushed), which is what ``--resume`` reads; the final files are written atomically, sorted by seed
 and task order, so equal runs give byte-identical files.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -24,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 import agentbench_rl
 from agentbench_rl.agents import load_agent
-from agentbench_rl.agents.base import Agent
+from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
@@ -32,7 +35,14 @@ from agentbench_rl.harness.journal import ResultsLock, read_journal
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
 from agentbench_rl.harness.stats import summarize
-from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, play
+from agentbench_rl.rollout.episode import (
+    AgentRows,
+    EpisodeSlot,
+    Lockstep,
+    drive,
+    episode_seed,
+    play,
+)
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -128,13 +138,11 @@ def parse_env_options(options: list[str]) -> dict[str, Any]:
     return parsed
 
 
-def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> dict[str, Any]:
-    """Play one episode through the episode driver and return its row of ``episodes.csv`` (plus
-    ``non_string_actions``, which the journal keeps and the summary totals)."""
-    slot = EpisodeSlot(task_id, episode_seed(seed, task_id))
-    outcome = play([env], [slot], [agent], [slot.seed]).episodes[0].outcome()
+def _episode_row(outcome: dict[str, Any], seed: int) -> dict[str, Any]:
+    """An episode's row of ``episodes.csv`` (plus ``non_string_actions``, which the journal keeps
+    and the summary totals) from the driver's outcome."""
     return {
-        "task_id": task_id,
+        "task_id": outcome["task_id"],
         "category": outcome["category"],
         "seed": seed,
         "success": outcome["success"],
@@ -146,32 +154,97 @@ def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> 
     }
 
 
-# Worker processes keep one env and one agent for all their episodes (envs can be slow to make).
+def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> dict[str, Any]:
+    """Play one episode through the episode driver and return its row of ``episodes.csv``."""
+    slot = EpisodeSlot(task_id, episode_seed(seed, task_id))
+    outcome = play([env], [slot], [agent], [slot.seed]).episodes[0].outcome()
+    return _episode_row(outcome, seed)
+
+
+class BatchPlayer:
+    """The envs and the agent of one process, playing (task, seed) jobs in lockstep batches of
+    up to ``batch_size`` episodes (``eval --batch-size``): one agent call per step of a batch.
+
+    A batched agent (``hf:``, ``openai:``: see :class:`~agentbench_rl.agents.base.BatchAgent`)
+    answers the whole batch; a single-step agent is instantiated once per row (``copy.copy`` of
+    an agent object given), each playing its row as it would play alone. Since every episode is
+    seeded from (seed, task) only, a batch's episodes come out exactly as sequential ones.
+
+    Example:
+        >>> config = EvalConfig(env="sokoban", split="test", agent="random")
+        >>> player = BatchPlayer(config, batch_size=2)
+        >>> rows = list(player.play([("test-0000", 0), ("test-0001", 0), ("test-0002", 0)]))
+        >>> sorted(row["task_id"] for row in rows) == ["test-0000", "test-0001", "test-0002"]
+        True
+    """
+
+    def __init__(
+        self,
+        config: EvalConfig,
+        batch_size: int = 1,
+        concurrency: int = 1,
+        agent: Agent | BatchAgent | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.envs = [config.make_env() for _ in range(batch_size)]
+        first = agent if agent is not None else load_agent(config.agent)
+        if concurrency > 1:
+            if not hasattr(first, "concurrency"):
+                raise ValueError(f"--concurrency: agent '{config.agent}' sends no requests")
+            first.concurrency = concurrency
+        if isinstance(first, BatchAgent):
+            self.agent: BatchAgent = first
+        else:
+            others = [
+                copy.copy(first) if agent is not None else load_agent(config.agent)
+                for _ in range(batch_size - 1)
+            ]
+            self.agent = AgentRows([first, *others])
+
+    def play(self, jobs: Sequence[tuple[str, int]]) -> Iterator[dict[str, Any]]:
+        """Play every job; yields each episode's row as the episode ends."""
+        for start in range(0, len(jobs), self.batch_size):
+            batch = jobs[start : start + self.batch_size]
+            envs = self.envs[: len(batch)]
+            slots = [EpisodeSlot(task, episode_seed(seed, task)) for task, seed in batch]
+            lock = Lockstep.of_envs(envs, slots)
+            self.agent.begin_episodes(envs, [slot.seed for slot in slots])
+            for index in drive(lock, self.agent):
+                yield _episode_row(lock.episodes[index].outcome(), batch[index][1])
+
+
+# Worker processes keep their envs and agent for all their episodes (envs can be slow to make).
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(config: EvalConfig) -> None:
-    _worker_state["env"] = config.make_env()
-    _worker_state["agent"] = load_agent(config.agent)
+def _init_worker(config: EvalConfig, batch_size: int, concurrency: int) -> None:
+    _worker_state["player"] = BatchPlayer(config, batch_size, concurrency)
 
 
-def _worker_episode(job: tuple[str, int]) -> dict[str, Any]:
-    task_id, seed = job
-    return run_episode(_worker_state["env"], _worker_state["agent"], task_id, seed)
+def _worker_batch(jobs: list[tuple[str, int]]) -> list[dict[str, Any]]:
+    return list(_worker_state["player"].play(jobs))
 
 
 def _run_jobs(
-    config: EvalConfig, jobs: list[tuple[str, int]], workers: int, agent: Agent | None
+    config: EvalConfig,
+    jobs: list[tuple[str, int]],
+    workers: int,
+    agent: Agent | BatchAgent | None,
+    batch_size: int,
+    concurrency: int,
 ) -> Iterator[dict[str, Any]]:
-    if workers == 1 or len(jobs) <= 1:
-        env, agent = config.make_env(), agent or load_agent(config.agent)
-        for task_id, seed in jobs:
-            yield run_episode(env, agent, task_id, seed)
+    batch_size = min(batch_size, len(jobs))
+    if workers == 1 or len(jobs) <= batch_size:
+        yield from BatchPlayer(config, batch_size, concurrency, agent).play(jobs)
         return
+    batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(config,)) as pool:
-        yield from pool.imap_unordered(_worker_episode, jobs, chunksize=4)
+    initargs = (config, batch_size, concurrency)
+    with context.Pool(workers, initializer=_init_worker, initargs=initargs) as pool:
+        chunksize = max(1, 4 // batch_size)
+        for rows in pool.imap_unordered(_worker_batch, batches, chunksize=chunksize):
+            yield from rows
 
 
 def _prepare_folder(
@@ -216,9 +289,16 @@ def evaluate(
     workers: int = 1,
     resume: bool = False,
     console: Console | None = None,
-    agent: Agent | None = None,
+    agent: Agent | BatchAgent | None = None,
+    batch_size: int | None = None,
+    concurrency: int = 1,
 ) -> dict[str, Any]:
     """Run (or finish) the evaluation and write ``episodes.csv`` and ``summary.json`` to ``out``.
+
+    ``batch_size`` episodes play in lockstep per process (:class:`BatchPlayer`; default: the
+    ``concurrency``, else 1); ``concurrency`` caps the requests an ``openai:`` agent has in
+    flight. Neither changes a number of the results, nor do ``workers``: they are not part of
+    the config, and a run may be resumed with other values.
 
     ``agent``, when given, plays instead of a fresh ``load_agent(config.agent)`` (a policy already
     in memory, such as the trainer's; ``config.agent`` still names it in the results); it needs
@@ -234,6 +314,13 @@ def evaluate(
     env = config.validate()
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
+    if concurrency < 1:
+        raise ValueError(f"--concurrency must be >= 1, got {concurrency}")
+    if concurrency > 1 and agent is None and not config.agent.startswith("openai:"):
+        raise ValueError(f"--concurrency applies to openai: agents, not '{config.agent}'")
+    batch_size = concurrency if batch_size is None else batch_size
+    if batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     if agent is not None and workers != 1:
         raise ValueError("an agent object plays in this process only: use workers=1")
     out = Path(out)
@@ -241,7 +328,9 @@ def evaluate(
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
     with ResultsLock(out):  # one run writes a results folder at a time
-        return _evaluate_in(config, env, out, workers, resume, console, agent)
+        return _evaluate_in(
+            config, env, out, workers, resume, console, agent, batch_size, concurrency
+        )
 
 
 def _evaluate_in(
@@ -251,7 +340,9 @@ def _evaluate_in(
     workers: int,
     resume: bool,
     console: Console | None,
-    agent: Agent | None,
+    agent: Agent | BatchAgent | None,
+    batch_size: int,
+    concurrency: int,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     done = _prepare_folder(config, out, resume, console)
@@ -279,7 +370,7 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers, agent):
+            for row in _run_jobs(config, jobs, workers, agent, batch_size, concurrency):
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)

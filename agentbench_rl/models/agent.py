@@ -1,9 +1,15 @@
-"""A policy playing as a harness agent: one prompt per step, answered by the model.
+"""A policy playing as a harness agent: one prompt per episode and step, answered in batches.
 
 :class:`PolicyAgent` wraps a :class:`~agentbench_rl.models.policy.Policy` already in memory (the
 trainer's validation hands its policy to the harness this way); ``agents/hf.py`` builds one from
 an ``hf:`` spec, loading the weights on first use. The episode driver passes the history, so the
-prompts are those training builds.
+prompts are those training builds (:func:`~agentbench_rl.agents.prompting.build_prompt`).
+
+It is a batched agent: ``act_batch`` answers every live episode of a batch with one padded
+forward (``choose``) or one ``generate`` call; ``act`` is the batch of one. Draws are seeded per
+episode *and step*: row r at step t draws from its own ``torch.Generator`` seeded with
+:func:`step_seed` ``(episode seed, t)``, so an episode's answers depend only on (model, task,
+seed), never on its batch neighbours or on how many tokens they generated.
 """
 
 from __future__ import annotations
@@ -11,26 +17,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentbench_rl.agents.prompting import HistoryStep, build_prompt
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.agents.base import PromptingBatchAgent
+from agentbench_rl.agents.prompting import HistoryStep
+from agentbench_rl.core.hashing import seed_from
 
 
-class PolicyAgent:
-    """A causal-LM policy as an agent.
+def step_seed(episode_seed: int, t: int) -> int:
+    """The seed of the draws of an episode's step ``t`` (below 2**63, as torch takes).
 
-    Every step is one forward (``choose``) or one ``generate`` call; draws come from a generator
-    seeded with the episode seed, so an episode depends only on (model, task, seed).
+    Example:
+        >>> step_seed(7, 0) != step_seed(7, 1)
+        True
     """
+    return seed_from(episode_seed, t) % 2**63
 
-    #: The episode driver passes the history (see ``agents.base.Agent``).
-    reads_history = True
+
+class PolicyAgent(PromptingBatchAgent):
+    """A causal-LM policy as a (batched) agent; see the module docstring."""
 
     def __init__(self, name: str, policy: Any = None, greedy: bool = False) -> None:
+        super().__init__()
         self.name = name
         self._policy: Any = policy
         self._greedy = greedy
-        self._env_name = ""
-        self._generator: Any = None
 
     def _load(self) -> Any:
         """The policy, for an agent made without one (``HFAgent`` loads it from disk)."""
@@ -48,21 +57,23 @@ class PolicyAgent:
         """The policy's action mode: ``generate`` answers must keep the papers' format."""
         return str(self.policy.prompt.mode)
 
-    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
-        """Reseed the draws from the episode seed."""
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[str]:
+        """Every row's answer, from one batched call of the policy."""
         import torch
 
-        self._env_name = env.env_name
-        self._generator = torch.Generator().manual_seed(seed)
-
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
-        """The model's answer to this step's prompt (``history``: the driver's past steps)."""
-        if self._generator is None:
-            raise RuntimeError(f"agent '{self.name}': act called before begin_episode")
+        generators = [
+            torch.Generator().manual_seed(step_seed(self.row_seed(row), len(history)))
+            for row, history in zip(rows, histories, strict=True)
+        ]
         policy = self.policy
-        actions = list(info["admissible_actions"])
-        prompt = build_prompt(self._env_name, observation, history, actions, policy.prompt)
-        out = policy.act([prompt], [actions], self._generator, greedy=self._greedy)
-        return str(out.responses[0])
+        prompts = self.row_prompts(observations, infos, rows, histories, policy.prompt)
+        admissible = [list(info["admissible_actions"]) for info in infos]
+        out = policy.act(prompts, admissible, generators, greedy=self._greedy)
+        return [str(response) for response in out.responses]

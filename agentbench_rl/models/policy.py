@@ -194,6 +194,51 @@ def response_logprobs(
     return token_logprobs, entropy
 
 
+class RowSampler:
+    """A ``transformers`` logits processor that samples every row's next token from the row's
+    own ``torch.Generator`` (temperature, then top-p), then leaves only that token, so a greedy
+    ``generate`` keeps it. A row that has written its end token draws nothing more, so a row's
+    stream depends on its own tokens only, never on how long its batch neighbours run.
+
+    Example:
+        >>> sampler = RowSampler([torch.Generator().manual_seed(0)], 1.0, 1.0, eos=0, width=1)
+        >>> scores = sampler(torch.tensor([[5]]), torch.tensor([[0.0, 9.0, -9.0]]))
+        >>> int(scores.argmax())
+        1
+    """
+
+    def __init__(
+        self,
+        generators: Sequence[torch.Generator],
+        temperature: float,
+        top_p: float,
+        eos: int | None,
+        width: int,
+    ) -> None:
+        self.generators = list(generators)
+        self.temperature = temperature
+        self.top_p = top_p
+        self.eos = eos
+        self.width = width  # the prompt columns; tokens after them are generated
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Scores where each row's drawn token is the only finite one."""
+        kept = torch.full_like(scores, -float("inf"))
+        for row in range(scores.shape[0]):
+            generated = input_ids[row, self.width :]
+            if self.eos is not None and bool((generated == self.eos).any()):
+                kept[row, self.eos] = 0.0  # finished: generate pads it, nothing is drawn
+                continue
+            probabilities = torch.softmax(scores[row].float() / self.temperature, dim=-1).cpu()
+            if self.top_p < 1.0:
+                ordered, order = torch.sort(probabilities, descending=True)
+                outside = ordered.cumsum(0) - ordered >= self.top_p  # the nucleus keeps >= 1
+                probabilities[order[outside]] = 0.0
+            token = int(torch.multinomial(probabilities, 1, generator=self.generators[row]))
+            kept[row, token] = 0.0
+        return kept
+
+
 @dataclass
 class ChoiceScores:
     """Every admissible continuation of every row, scored after its prompt.
@@ -417,14 +462,19 @@ class Policy:
         self,
         prompts: Sequence[str],
         admissible: Sequence[Sequence[str]],
-        generator: torch.Generator,
+        generator: torch.Generator | Sequence[torch.Generator],
         capture_hidden: bool = False,
         greedy: bool = False,
     ) -> ActOutput:
         """Answer every prompt, in chunks of ``forward_batch_size`` rows.
 
-        ``generator`` (a CPU ``torch.Generator``) makes the draws reproducible.
+        ``generator`` (a CPU ``torch.Generator``) makes the draws reproducible: one for the
+        whole batch (training's rollouts), or one per prompt, so that each row's draws come
+        from its own stream and never depend on the other rows (the harness's batched
+        evaluation; see :class:`RowSampler` for ``generate`` mode).
         """
+        if not isinstance(generator, torch.Generator) and len(generator) != len(prompts):
+            raise ValueError(f"policy: {len(generator)} generators for {len(prompts)} prompts")
         was_training = self.model.training
         self.model.eval()
         outputs = []
@@ -432,14 +482,17 @@ class Policy:
             for start in range(0, len(prompts), self.forward_batch_size):
                 end = start + self.forward_batch_size
                 prompt_ids = [self.encode_prompt(text) for text in prompts[start:end]]
+                draws = (
+                    generator if isinstance(generator, torch.Generator) else generator[start:end]
+                )
                 if self.prompt.mode == "choose":
                     outputs.append(
                         self._choose(
-                            prompt_ids, admissible[start:end], generator, capture_hidden, greedy
+                            prompt_ids, admissible[start:end], draws, capture_hidden, greedy
                         )
                     )
                 else:
-                    outputs.append(self._generate(prompt_ids, generator, capture_hidden, greedy))
+                    outputs.append(self._generate(prompt_ids, draws, capture_hidden, greedy))
         finally:
             self.model.train(was_training)
         hidden = (
@@ -467,7 +520,7 @@ class Policy:
         self,
         prompt_ids: list[list[int]],
         admissible: Sequence[Sequence[str]],
-        generator: torch.Generator,
+        generator: torch.Generator | Sequence[torch.Generator],
         capture_hidden: bool,
         greedy: bool,
     ) -> ActOutput:
@@ -478,13 +531,14 @@ class Policy:
         scores = scored.scores.cpu().double()
         responses, response_ids, logprobs, chosen = [], [], [], []
         offset = 0
-        for actions, options in zip(admissible, choices, strict=True):
+        for row, (actions, options) in enumerate(zip(admissible, choices, strict=True)):
             # the policy: softmax of the scores over the row's admissible actions
             log_policy = torch.log_softmax(scores[offset : offset + len(actions)], dim=0)
             if greedy:
                 pick = int(torch.argmax(log_policy))
             else:
-                pick = int(torch.multinomial(log_policy.exp(), 1, generator=generator))
+                draws = generator if isinstance(generator, torch.Generator) else generator[row]
+                pick = int(torch.multinomial(log_policy.exp(), 1, generator=draws))
             responses.append(chosen_response(actions[pick]))
             response_ids.append(list(options[pick]))
             logprobs.append(np.array([log_policy[pick]], dtype=np.float32))
@@ -507,7 +561,7 @@ class Policy:
     def _generate(
         self,
         prompt_ids: list[list[int]],
-        generator: torch.Generator,
+        generator: torch.Generator | Sequence[torch.Generator],
         capture_hidden: bool,
         greedy: bool,
     ) -> ActOutput:
@@ -515,17 +569,30 @@ class Policy:
         images = vision_inputs(self.model, input_ids, prompt_mask, *stack_images(prompt_ids))
         images.pop("position_ids", None)  # generate derives them from the same inputs
         width = input_ids.shape[1]
-        # generate draws from the global torch stream: seed it from our generator, in a fork so
-        # the caller's global stream is untouched.
-        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        # One generator for the batch: generate draws from the global torch stream, seeded from
+        # it in a fork so the caller's global stream is untouched. One generator per row: the
+        # RowSampler draws every token, and generate only keeps it (no sampling of its own).
+        processors: list[RowSampler] = []
+        if isinstance(generator, torch.Generator):
+            seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        else:
+            seed = 0  # unused: greedy, or every draw is the RowSampler's
+            if not greedy:
+                eos = self.tokenizer.eos_token_id
+                processors.append(
+                    RowSampler(list(generator), self.temperature, self.top_p, eos, width)
+                )
+        per_row = bool(processors)
+        sample = not greedy and not per_row
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             output = self.model.generate(
                 input_ids=input_ids,
                 attention_mask=prompt_mask,
-                do_sample=not greedy,
-                temperature=self.temperature if not greedy else None,
-                top_p=self.top_p if not greedy else None,
+                do_sample=sample,
+                temperature=self.temperature if sample else None,
+                top_p=self.top_p if sample else None,
+                logits_processor=processors or None,
                 top_k=None,
                 max_new_tokens=self.max_new_tokens,
                 pad_token_id=self.pad_id,

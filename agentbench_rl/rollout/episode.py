@@ -32,11 +32,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench_rl.agents.base import Agent
+from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.agents.prompting import HistoryStep, format_ok, observation_text
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
@@ -251,17 +251,105 @@ class Lockstep:
             record["success"] = success[index]
 
 
+class AgentRows:
+    """Single-step agents, one per row, as one :class:`~agentbench_rl.agents.base.BatchAgent`:
+    row ``i`` is played by ``agents[i]``, which is told ``begin_episode`` and asked ``act`` (with
+    the history when its ``reads_history`` is true) exactly as when it plays alone.
+
+    Example:
+        >>> from agentbench_rl.agents.simple import RandomAgent
+        >>> rows = AgentRows([RandomAgent(), RandomAgent()])
+        >>> rows.begin_episodes([None, None], [3, 3])  # type: ignore[list-item]
+        >>> info = {"admissible_actions": ["up", "down", "left"]}
+        >>> a, b = rows.act_batch(["", ""], [info, info], rows=[0, 1], histories=[[], []])
+        >>> a == b  # equal seeds, equal draws: a row never sees its neighbours
+        True
+    """
+
+    def __init__(self, agents: Sequence[Agent]) -> None:
+        self.agents = list(agents)
+        self.name = self.agents[0].name if self.agents else ""
+
+    def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
+        """Tell agent ``i`` its episode: ``begin_episode(envs[i], seeds[i])``."""
+        if len(envs) > len(self.agents):
+            raise ValueError(f"episode driver: {len(envs)} episodes for {len(self.agents)} agents")
+        for agent, env, seed in zip(self.agents, envs, seeds, strict=False):
+            agent.begin_episode(env, seed)
+
+    def act_batch(
+        self,
+        observations: Sequence[Any],
+        infos: Sequence[dict[str, Any]],
+        *,
+        rows: Sequence[int],
+        histories: Sequence[Sequence[HistoryStep]],
+    ) -> list[Any]:
+        """Every row's agent answers its own observation."""
+        actions: list[Any] = []
+        for row, observation, info, history in zip(
+            rows, observations, infos, histories, strict=True
+        ):
+            agent = self.agents[row]
+            if getattr(agent, "reads_history", False):
+                actions.append(agent.act(observation, info, history))  # type: ignore[call-arg]
+            else:
+                actions.append(agent.act(observation, info))
+        return actions
+
+    def row_agent(self, row: int) -> Agent:
+        """The agent playing ``row`` (its ``answer_format`` decides the row's validity)."""
+        return self.agents[row]
+
+
+def as_batch_agent(agents: BatchAgent | Sequence[Agent]) -> BatchAgent:
+    """A batched agent as it is, or single-step agents (one per row) as :class:`AgentRows`."""
+    if isinstance(agents, Sequence):
+        return AgentRows(agents)
+    return agents
+
+
+def drive(lock: Lockstep, agent: BatchAgent) -> Iterator[int]:
+    """Step every live episode of ``lock`` with ``agent`` until all end (the agent was told
+    ``begin_episodes``); yields each episode's index as it ends, so a caller can record
+    finished episodes while the others still run. One ``act_batch`` call per step answers
+    every live episode; validity follows :func:`action_valid` with the answer format of the
+    row's agent.
+    """
+    rows_agent = agent.row_agent if isinstance(agent, AgentRows) else (lambda row: agent)
+    while lock.live:
+        live = list(lock.live)
+        episodes = [lock.episodes[index] for index in live]
+        actions = agent.act_batch(
+            [episode.observation for episode in episodes],
+            [episode.info for episode in episodes],
+            rows=live,
+            histories=[episode.history for episode in episodes],
+        )
+        if len(actions) != len(live):
+            raise ValueError(
+                f"agent '{agent.name}': act_batch answered {len(actions)} rows for {len(live)}"
+            )
+        kept = [agent_format_kept(rows_agent(i), a) for i, a in zip(live, actions, strict=True)]
+        ended = len(lock.finished)
+        lock.step(actions, kept)
+        yield from lock.finished[ended:]
+
+
 def play(
     envs: Sequence[TextAgentEnv[Any]],
     slots: Sequence[EpisodeSlot],
-    agents: Sequence[Agent],
+    agents: BatchAgent | Sequence[Agent],
     agent_seeds: Sequence[int],
 ) -> Lockstep:
-    """Play one episode per env with agents until all end; returns the finished driver.
+    """Play one episode per env until all end; returns the finished driver.
 
-    Agent ``i`` is told ``begin_episode(envs[i], agent_seeds[i])`` after the reset. Each step
-    every live agent answers ``act(observation, info)`` (``act(observation, info, history)`` for
-    an agent whose ``reads_history`` is true: the driver's history, not its own), then all step.
+    ``agents`` is either one single-step agent per env (agent ``i`` is told
+    ``begin_episode(envs[i], agent_seeds[i])`` after the reset and answers
+    ``act(observation, info)``, or ``act(observation, info, history)`` when its
+    ``reads_history`` is true: the driver's history, not its own) or one batched agent (told
+    ``begin_episodes(envs, agent_seeds)``, asked ``act_batch`` once per step for every live
+    episode). See :func:`drive`.
 
     Example:
         >>> from agentbench_rl.agents.simple import ExpertAgent
@@ -272,16 +360,8 @@ def play(
         True
     """
     lock = Lockstep.of_envs(envs, slots)
-    for env, agent, seed in zip(envs, agents, agent_seeds, strict=True):
-        agent.begin_episode(env, seed)
-    while lock.live:
-        actions: list[object] = []
-        for index in lock.live:
-            episode, agent = lock.episodes[index], agents[index]
-            if getattr(agent, "reads_history", False):
-                actions.append(agent.act(episode.observation, episode.info, episode.history))  # type: ignore[call-arg]
-            else:
-                actions.append(agent.act(episode.observation, episode.info))
-        kept = [agent_format_kept(agents[i], a) for i, a in zip(lock.live, actions, strict=True)]
-        lock.step(actions, kept)
+    batch = as_batch_agent(agents)
+    batch.begin_episodes(envs, agent_seeds)
+    for _ in drive(lock, batch):
+        pass
     return lock

@@ -467,7 +467,8 @@ def ppo_update(
 def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> dict[str, float]:
     """Evaluate the policy on the val split through the harness: the in-memory policy plays as
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
-    folder that replays them); results in ``run/val/iter-NNNN``."""
+    folder that replays them); results in ``run/val/iter-NNNN``. Episodes play in lockstep
+    batches of ``forward_batch_size`` (one batched forward per step), which changes no number."""
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 
     folder = run / "val-policy"
@@ -486,6 +487,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         run / "val" / f"iter-{iteration:04d}",
         resume=True,
         agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
+        batch_size=config.forward_batch_size,
     )
     return {
         "val_success": float(summary["success"]["mean"]),

@@ -139,6 +139,11 @@ class VLLMActor:
             policy.save(Path(folder))
             self.llm = (engine_factory or (lambda f: _make_llm(f, config)))(folder)
 
+    @property
+    def prompt(self) -> Any:
+        """The policy's prompt settings (what the harness's ``PolicyAgent`` builds prompts with)."""
+        return self.policy.prompt
+
     def sync(self) -> None:
         """Push the policy's current weights into the engine."""
         push_weights(self.llm, list(weight_items(self.policy.model)))
@@ -147,14 +152,20 @@ class VLLMActor:
         self,
         prompts: Sequence[str],
         admissible: Sequence[Sequence[str]],
-        generator: torch.Generator,
+        generator: torch.Generator | Sequence[torch.Generator],
         capture_hidden: bool = False,
         greedy: bool = False,
     ) -> ActOutput:
-        """Sample an answer per prompt in one ``generate`` call (one seed per row)."""
+        """Sample an answer per prompt in one ``generate`` call (one seed per row: drawn from
+        ``generator``, or from the row's own generator when given one per prompt)."""
         policy = self.policy
+        if policy.prompt.mode != "generate":
+            raise ValueError("engine vllm plays generate mode only (choose mode scores in torch)")
         prompt_ids = [policy.encode_prompt(text) for text in prompts]
-        seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=generator).tolist()
+        if isinstance(generator, torch.Generator):
+            seeds = torch.randint(0, 2**31 - 1, (len(prompts),), generator=generator).tolist()
+        else:
+            seeds = [int(torch.randint(0, 2**31 - 1, (1,), generator=g)) for g in generator]
         params = [
             self._params(
                 sampling_kwargs(
