@@ -188,7 +188,7 @@ def train_command(
         str | None, typer.Option(help="Estimator name (`agentbench-rl estimators` lists them).")
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="tiny, or a Hugging Face model id or path.")
+        str | None, typer.Option(help="tiny, tiny-vl, or a Hugging Face model id or path.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config (e.g. baselines/*.yaml).")] = (
@@ -488,17 +488,22 @@ def bench_eval(
 def bench_train(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
     repeats: Annotated[int, typer.Option(help="A/B repetitions of the rollout.")] = 6,
+    versus: Annotated[
+        str | None,
+        typer.Option(help="Time an iteration of the config's model against this model instead."),
+    ] = None,
     overrides: Annotated[
         list[str] | None, typer.Argument(help="key=value config overrides.")
     ] = None,
 ) -> None:
-    """BiPACE's extra cost per training iteration against GiGPO (needs the train extra)."""
+    """BiPACE's extra cost per training iteration against GiGPO, or (--versus) one model's
+    iteration cost against another's on the same config (needs the train extra)."""
 
     def measure() -> None:
         require("train", "bench train")
         from agentbench_rl.bench.train import run as run_train
 
-        run_train(config, overrides or [], repeats, Console())
+        run_train(config, overrides or [], repeats, Console(), versus)
 
     _with_train_extra(measure)
 

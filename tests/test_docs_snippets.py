@@ -59,6 +59,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     (r"^agentbench-rl leaderboard ", "slow"),
     (r"^agentbench-rl bench ", "slow"),
     (r"^agentbench-rl train --config baselines/sokoban-quickstart\.yaml", "slow"),
+    (r"^agentbench-rl train --env visual_sokoban --model tiny-vl", "slow"),
     (r"--agent hf:runs/", "slow"),
     (r"^agentbench-rl sweep ", "slow"),
     (r"^agentbench-rl data install alfworld --archive", "slow"),

@@ -2,7 +2,8 @@
 
 ``vllm serve``, most hosted models and many local servers speak this API. The agent sends each
 step's prompt (:mod:`agentbench_rl.agents.prompting`, ``generate`` format) as one user message
-to ``<base_url>/chat/completions`` and hands the answer to the env, which extracts
+to ``<base_url>/chat/completions`` (with the frame as a base64 PNG image part when the
+observation has one, as visual Sokoban's does) and hands the answer to the env, which extracts
 ``<action>...</action>``. Options after the model name: ``#model?temperature=0.7&history=2&
 max_tokens=512``. The API key is read from ``$OPENAI_API_KEY`` (or the variable named by the
 ``api_key_env`` option); requests that fail to connect, time out, or get 429/5xx are retried
@@ -19,16 +20,21 @@ size and concurrency.
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
+import struct
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+import numpy as np
 
 from agentbench_rl.agents.base import PromptingBatchAgent
 from agentbench_rl.agents.prompting import HistoryStep, PromptConfig
@@ -61,6 +67,58 @@ def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
         accepted = ", ".join(OPTIONS)
         raise ValueError(f"agent '{spec}': unknown option(s) {', '.join(unknown)} ({accepted=})")
     return base_url.rstrip("/"), model, options
+
+
+def png_bytes(image: Any) -> bytes:
+    """An RGB uint8 array (height, width, 3) as a PNG file.
+
+    Written with the standard library (zlib) because the core package carries no image
+    library; frames are small and lossless PNG keeps every pixel the env drew.
+
+    Example:
+        >>> png_bytes([[[255, 0, 0]]])[:8]
+        b'\\x89PNG\\r\\n\\x1a\\n'
+    """
+    pixels = np.asarray(image, dtype=np.uint8)
+    height, width = pixels.shape[:2]
+    raw = b"".join(b"\x00" + row.tobytes() for row in pixels)  # filter 0 on every scanline
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(raw))
+        + chunk(b"IEND", b"")
+    )
+
+
+def user_content(prompt: str) -> str | list[dict[str, Any]]:
+    """The user message's content: the prompt text, or, when the prompt shows frames
+    (:class:`~agentbench_rl.agents.prompting.Prompt`), each frame as a base64 PNG
+    ``image_url`` part followed by the text part (the OpenAI vision format vLLM serves).
+
+    Example:
+        >>> user_content("#P#")
+        '#P#'
+    """
+    images = getattr(prompt, "images", ())
+    if not images:
+        return str(prompt)
+    parts: list[dict[str, Any]] = [
+        {
+            "type": "image_url",
+            "image_url": {
+                "url": "data:image/png;base64," + base64.b64encode(png_bytes(i)).decode("ascii")
+            },
+        }
+        for i in images
+    ]
+    parts.append({"type": "text", "text": str(prompt)})
+    return parts
 
 
 def retry_after(value: str | None, now: float | None = None, cap: float = 60.0) -> float:
@@ -193,7 +251,8 @@ class ChatClient:
 
     def chat(self, model: str, prompt: str, **sampling: Any) -> str:
         """The assistant's answer to one user message."""
-        payload = {"model": model, "messages": [{"role": "user", "content": prompt}], **sampling}
+        message = {"role": "user", "content": user_content(prompt)}
+        payload = {"model": model, "messages": [message], **sampling}
         answer = self.request("POST", "/chat/completions", payload)
         try:
             return str(answer["choices"][0]["message"]["content"] or "")

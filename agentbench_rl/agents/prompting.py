@@ -72,6 +72,39 @@ class HistoryStep:
     action: str
 
 
+class Prompt(str):
+    """A prompt's text, with the frames its observation shows (``images``: RGB uint8 arrays,
+    empty for a text observation). It is a ``str``, so text-only policies and agents read it as
+    the text and never see the frames; vision-language ones put each frame in the chat template
+    beside the text (:mod:`agentbench_rl.models.vision`, the ``openai:`` agent's image parts).
+
+    Example:
+        >>> prompt = Prompt("Observation: #P#", images=())
+        >>> prompt.upper(), prompt.images
+        ('OBSERVATION: #P#', ())
+    """
+
+    images: tuple[Any, ...]
+
+    def __new__(cls, text: str, images: Sequence[Any] = ()) -> Prompt:
+        prompt = super().__new__(cls, text)
+        prompt.images = tuple(images)
+        return prompt
+
+
+def observation_images(observation: Any) -> tuple[Any, ...]:
+    """The frames an observation shows: the ``image`` of a dict observation (visual Sokoban's
+    ``{"image", "text"}``), none otherwise.
+
+    Example:
+        >>> observation_images("#P#"), len(observation_images({"image": [[0]], "text": "#"}))
+        ((), 1)
+    """
+    if isinstance(observation, dict) and observation.get("image") is not None:
+        return (observation["image"],)
+    return ()
+
+
 def observation_text(observation: Any) -> str:
     """The text of an observation: the string itself, or the ``text`` of a dict observation
     (visual Sokoban's ``{"image", "text"}``).
@@ -107,8 +140,9 @@ def build_prompt(
     history: Sequence[HistoryStep],
     admissible_actions: Sequence[str],
     config: PromptConfig,
-) -> str:
-    """The prompt text (the user's message) for one step.
+) -> Prompt:
+    """The prompt (the user's message) for one step: its text, and the current observation's
+    frame when it has one (past steps appear as text only).
 
     Example:
         >>> print(build_prompt("demo", "#P_#", [HistoryStep("#_P#", "left")], ["left", "right"],
@@ -135,7 +169,7 @@ def build_prompt(
     lines += ["Observation:", observation_text(observation)]
     lines.append("Admissible actions: " + ", ".join(admissible_actions))
     lines.append(FORMAT_CHOOSE if config.mode == "choose" else FORMAT_GENERATE)
-    return "\n".join(lines)
+    return Prompt("\n".join(lines), observation_images(observation))
 
 
 def response_prefix(mode: ActionMode) -> str:

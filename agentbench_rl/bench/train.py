@@ -12,6 +12,10 @@ the other measures the neighbours more than the estimators):
 - one GiGPO iteration (rollout, estimator, reference log-probs, PPO update) as the base.
 
 The extra cost is the median differences over the base, in percent.
+
+``--versus MODEL`` measures instead what one GiGPO iteration of the config costs with its own
+model against ``MODEL`` on the same config (e.g. ``tiny-vl`` against the text ``tiny`` on visual
+Sokoban: the text policy reads the grid only), again alternating A-B, B-A.
 """
 
 from __future__ import annotations
@@ -50,30 +54,25 @@ def steps(repeats: int) -> int:
     return 1 + 1 + 2 * repeats + 1 + 10 * repeats + 1
 
 
-def measure(
-    config: TrainConfig, repeats: int = 6, advance: Callable[[str], None] | None = None
-) -> dict[str, float]:
-    """Median seconds of each part (see the module docstring) for ``config`` (its model as
-    built at the start of training, behaviour cloning included when enabled). ``advance(what)``
-    is called after each of the :func:`steps` steps (a progress bar)."""
-    tick = advance or (lambda what: None)
+def prepared(
+    config: TrainConfig, tick: Callable[[str], None] | None = None
+) -> tuple[Any, Any, Callable[[bool], Any]]:
+    """The policy (its model as built at the start of training, behaviour cloning included when
+    enabled), the env pool (to close afterwards) and a function playing one iteration's
+    rollout (N x G trajectories, always the same seed; with hidden states when asked).
+    ``tick(what)`` is called once the model is built."""
     import torch
 
     from agentbench_rl.core.hashing import seed_from
-    from agentbench_rl.estimators import compute
-    from agentbench_rl.rollout.batched import rollout_groups, success_rewards
+    from agentbench_rl.rollout.batched import rollout_groups
     from agentbench_rl.rollout.scripted import train_task_ids
-    from agentbench_rl.train.ppo import (
-        initial_policy,
-        make_pool,
-        ppo_update,
-        reference_logprobs,
-    )
+    from agentbench_rl.train.ppo import initial_policy, make_pool
 
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
     policy, _ = initial_policy(config, "cpu", None)
-    tick("model built (tokenizer, behaviour cloning)")
+    if tick is not None:
+        tick("model built (tokenizer, behaviour cloning)")
     pool = make_pool(config)
     tasks = train_task_ids(config.env, config.train_split, config.n_tasks, config.seed)
 
@@ -91,6 +90,23 @@ def measure(
             capture_hidden=hidden,
         )
 
+    return policy, pool, rollout
+
+
+def measure(
+    config: TrainConfig, repeats: int = 6, advance: Callable[[str], None] | None = None
+) -> dict[str, float]:
+    """Median seconds of each part (see the module docstring) for ``config`` (its model as
+    built at the start of training, behaviour cloning included when enabled). ``advance(what)``
+    is called after each of the :func:`steps` steps (a progress bar)."""
+    tick = advance or (lambda what: None)
+    import torch
+
+    from agentbench_rl.estimators import compute
+    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.train.ppo import ppo_update, reference_logprobs
+
+    policy, pool, rollout = prepared(config, tick)
     try:
         rollout(False)  # warm-up
         tick("warm-up rollout")
@@ -142,14 +158,84 @@ def measure(
     return results
 
 
+def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]], Any]:
+    """A function running one GiGPO iteration of ``config`` (rollout, estimator, reference
+    log-probs, PPO update; its model as built at the start of training) and returning its
+    seconds and rows, and the env pool to close afterwards."""
+    import torch
+
+    from agentbench_rl.estimators import compute
+    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.train.ppo import ppo_update, reference_logprobs
+
+    config = replace(config, estimator="gigpo")
+    policy, pool, rollout = prepared(config)
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
+    params = config.estimator_kwargs()
+
+    def iteration() -> tuple[float, int]:
+        began = time.perf_counter()
+        batch = rollout(False)
+        step_batch = batch.step_batch(success_rewards(batch, config.success_reward))
+        advantages = compute("gigpo", step_batch, **params).advantages
+        refs = reference_logprobs(policy.model, batch, policy, config.temperature)
+        ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())
+        return time.perf_counter() - began, len(batch)
+
+    return iteration, pool
+
+
+def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[str, float]:
+    """Median seconds (and rows) of one GiGPO iteration of ``config`` with its model and with
+    ``other``, timed alternately; ``ratio`` is the first over the second."""
+    timers = {
+        "model": iteration_timer(config),
+        "other": iteration_timer(replace(config, model=other)),
+    }
+    seconds: dict[str, list[float]] = {"model": [], "other": []}
+    rows: dict[str, int] = {}
+    try:
+        for repeat in range(repeats):
+            for side in ("model", "other") if repeat % 2 == 0 else ("other", "model"):
+                spent, rows[side] = timers[side][0]()
+                seconds[side].append(spent)
+    finally:
+        for _, pool in timers.values():
+            pool.close()
+    results = {
+        "model_s": statistics.median(seconds["model"]),
+        "other_s": statistics.median(seconds["other"]),
+        "model_rows": float(rows["model"]),
+        "other_rows": float(rows["other"]),
+    }
+    results["ratio"] = results["model_s"] / results["other_s"]
+    return results
+
+
 def run(
     config_path: Path | None,
     overrides: Sequence[str] = (),
     repeats: int = 6,
     console: Console | None = None,
+    versus: str | None = None,
 ) -> dict[str, float]:
-    """Measure and print BiPACE's extra cost for one config (with a progress bar)."""
+    """Measure and print BiPACE's extra cost for one config (with a progress bar), or
+    (``versus``) the cost of its model against another model on the same config."""
     config = load_config(config_path, overrides)
+    if versus is not None:
+        compared = compare_models(config, versus, repeats)
+        if console is not None:
+            table = Table(title=f"One GiGPO iteration on {config.env}, median of {repeats}")
+            table.add_column("model")
+            table.add_column("rows", justify="right")
+            table.add_column("seconds", justify="right")
+            table.add_column("ms per row", justify="right")
+            for name, side in ((config.model, "model"), (versus, "other")):
+                rows, spent = compared[f"{side}_rows"], compared[f"{side}_s"]
+                table.add_row(name, f"{rows:.0f}", f"{spent:.2f}", f"{1000 * spent / rows:.1f}")
+            console.print(table)
+            console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
+        return compared
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),

@@ -40,6 +40,15 @@ from agentbench_rl.agents.prompting import (
     format_ok,
     response_prefix,
 )
+from agentbench_rl.models.vision import (
+    encode_with_images,
+    is_vision_language,
+    load_image_processor,
+    load_vision_model,
+    stack_images,
+    vision_inputs,
+    vision_token_ids,
+)
 
 POLICY_FILE = "agentbench_policy.json"  # prompt and sampling settings saved beside the weights
 
@@ -86,6 +95,9 @@ class Packed:
     position_ids: torch.Tensor
     response_ids: torch.Tensor  # (n, R), pad where response_mask is False
     response_mask: torch.Tensor  # (n, R) bool
+    # the prompts' images, in row order (vision-language rows, see models.vision)
+    pixel_values: torch.Tensor | None = None
+    image_grid_thw: torch.Tensor | None = None
 
 
 def pack(
@@ -126,6 +138,7 @@ def pack(
         position_ids.to(device),
         responses.to(device),
         response_mask.to(device),
+        *stack_images(prompt_ids),
     )
 
 
@@ -160,12 +173,16 @@ def response_logprobs(
     Only the logits of the response columns are computed (``logits_to_keep``).
     """
     width = packed.response_ids.shape[1]
+    images = vision_inputs(
+        model, packed.input_ids, packed.attention_mask, packed.pixel_values, packed.image_grid_thw
+    )
     output = model(
         input_ids=packed.input_ids,
         attention_mask=packed.attention_mask,
-        position_ids=packed.position_ids,
+        position_ids=images.pop("position_ids", packed.position_ids),
         logits_to_keep=width + 1,
         use_cache=False,
+        **images,
     )
     # The logit at column c predicts the token at c + 1: drop the one after the last token.
     logits = output.logits[:, :-1, :].float() / temperature
@@ -255,6 +272,8 @@ def score_choices(
             raise ValueError(f"choose mode: row {row} has no admissible actions")
     device = next(model.parameters()).device
     input_ids, prompt_mask, positions = left_pad(prompt_ids, pad_id, device)
+    images = vision_inputs(model, input_ids, prompt_mask, *stack_images(prompt_ids))
+    positions = images.pop("position_ids", positions)
     first = model(
         input_ids=input_ids,
         attention_mask=prompt_mask,
@@ -262,6 +281,7 @@ def score_choices(
         use_cache=True,
         output_hidden_states=capture_hidden,
         logits_to_keep=1,
+        **images,
     )
     first_logprobs = torch.log_softmax(first.logits[:, -1, :].float() / temperature, -1)
     pair_rows = [row for row, options in enumerate(choices) for _ in options]
@@ -277,9 +297,10 @@ def score_choices(
         choice_ids[pair, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         choice_mask[pair, : len(ids)] = 1
     choice_ids, choice_mask = choice_ids.to(device), choice_mask.to(device)
-    choice_positions = prompt_mask.sum(dim=1)[index].unsqueeze(1) + torch.arange(
-        width, device=device
-    )
+    # each continuation goes on from its prompt's last position (rows are the second-last
+    # axis: (rows, L) text positions, (3, rows, L) M-RoPE ones)
+    following = positions[..., -1:] + 1 + torch.arange(width, device=device)
+    choice_positions = following.index_select(-2, index)
     columns = [first_logprobs[index].gather(1, choice_ids[:, :1])]
     if width > 1:
         rest = model(
@@ -359,16 +380,20 @@ class Policy:
         max_prompt_tokens: int = 2048,
         forward_batch_size: int = 64,
         hidden_layer: int = 1,
+        image_processor: Any = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        if is_vision_language(model) and image_processor is None:
+            raise ValueError("a vision-language model needs its image processor")
+        self.image_processor = image_processor
         self.prompt = prompt
         self.temperature = temperature
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.max_prompt_tokens = max_prompt_tokens
         self.forward_batch_size = forward_batch_size
-        layers = int(model.config.num_hidden_layers)
+        layers = text_layers(model)
         if not 1 <= hidden_layer <= layers + 1:
             raise ValueError(
                 f"hidden_layer {hidden_layer} is out of range for a model of {layers} layers "
@@ -388,19 +413,36 @@ class Policy:
     # ------------------------------------------------------------------ text -> tokens
     def model_input(self, prompt_text: str) -> str:
         """The text the model reads: the prompt in the chat template (if the tokenizer has one),
-        then the answer prefix of the action mode."""
+        then the answer prefix of the action mode. A vision-language policy puts the prompt's
+        frames (:class:`~agentbench_rl.agents.prompting.Prompt`) as image parts before it."""
         prefix = response_prefix(self.prompt.mode)
         if getattr(self.tokenizer, "chat_template", None):
+            content: Any = prompt_text
+            if self._images(prompt_text):
+                content = [{"type": "image"} for _ in self._images(prompt_text)]
+                content.append({"type": "text", "text": str(prompt_text)})
             chat = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt_text}],
+                [{"role": "user", "content": content}],
                 tokenize=False,
                 add_generation_prompt=True,
             )
             return str(chat) + prefix
         return prompt_text + "\n" + prefix
 
+    def _images(self, prompt_text: str) -> tuple[Any, ...]:
+        """The frames this policy shows the model: the prompt's, when the model sees images."""
+        if self.image_processor is None:
+            return ()
+        return tuple(getattr(prompt_text, "images", ()))
+
     def encode_prompt(self, prompt_text: str) -> list[int]:
-        """Token ids of :meth:`model_input`, cut to the last ``max_prompt_tokens``."""
+        """Token ids of :meth:`model_input`, cut to the last ``max_prompt_tokens`` (a prompt
+        with images is never cut: it would cut an image's tokens)."""
+        images = self._images(prompt_text)
+        if images:
+            return encode_with_images(
+                self.tokenizer, self.image_processor, self.model_input(prompt_text), images
+            )
         ids: list[int] = self.tokenizer(self.model_input(prompt_text), add_special_tokens=False)[
             "input_ids"
         ]
@@ -524,6 +566,8 @@ class Policy:
         greedy: bool,
     ) -> ActOutput:
         input_ids, prompt_mask, _ = left_pad(prompt_ids, self.pad_id, self.device)
+        images = vision_inputs(self.model, input_ids, prompt_mask, *stack_images(prompt_ids))
+        images.pop("position_ids", None)  # generate derives them from the same inputs
         width = input_ids.shape[1]
         # One generator for the batch: generate draws from the global torch stream, seeded from
         # it in a fork so the caller's global stream is untouched. One generator per row: the
@@ -556,6 +600,9 @@ class Policy:
                 return_dict_in_generate=True,
                 output_logits=True,
                 output_hidden_states=capture_hidden,
+                # vision placeholders are slots for image features, never an answer's tokens
+                suppress_tokens=vision_token_ids(self.model) or None,
+                **images,
             )
         new_tokens = output.sequences[:, width:]
         logits = torch.stack(output.logits, dim=1).float() / self.temperature
@@ -597,6 +644,8 @@ class Policy:
         _quiet_transformers()
         self.model.save_pretrained(folder)
         self.tokenizer.save_pretrained(folder)
+        if self.image_processor is not None:
+            self.image_processor.save_pretrained(folder)
         (folder / POLICY_FILE).write_text(json.dumps(self.settings(), indent=1) + "\n", "utf-8")
 
 
@@ -626,6 +675,7 @@ def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> 
             dtype=options.get("dtype", "float32"),
             device=resolve_device(options.get("device", "auto")),
         )
+        image_processor = load_image_processor(target)
     except OSError as problem:
         raise ValueError(f"cannot load the model '{target}' ({problem})") from None
     prompt = PromptConfig(
@@ -643,11 +693,19 @@ def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> 
         max_new_tokens=int(settings.get("max_new_tokens", 256)),
         max_prompt_tokens=int(settings.get("max_prompt_tokens", 2048)),
         hidden_layer=1,
+        image_processor=image_processor,
     )
 
 
+def text_layers(model: Any) -> int:
+    """The language model's layer count (a vision-language config keeps it in ``text_config``)."""
+    config = getattr(model.config, "text_config", None) or model.config
+    return int(config.num_hidden_layers)
+
+
 def load_pretrained(name_or_path: str, dtype: str = "float32", device: str = "cpu") -> Any:
-    """A Hugging Face model and tokenizer by hub id or local folder (``AutoModelForCausalLM``)."""
+    """A Hugging Face model and tokenizer by hub id or local folder (``AutoModelForCausalLM``;
+    a vision-language model through :func:`~agentbench_rl.models.vision.load_vision_model`)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet_transformers()
@@ -655,7 +713,10 @@ def load_pretrained(name_or_path: str, dtype: str = "float32", device: str = "cp
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model: Any = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype[dtype])
+    if load_image_processor(name_or_path) is not None:
+        model: Any = load_vision_model(name_or_path, torch_dtype[dtype])
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype[dtype])
     return model.to(device), tokenizer
 
 

@@ -34,6 +34,24 @@ class TinyModelConfig:
     tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
 
 
+@dataclass
+class TinyVLConfig:
+    """The ``tiny-vl`` model: a random-initialised Qwen2.5-VL (small vision tower, small
+    language model) and the ``tiny`` byte-level BPE tokenizer plus the vision tokens."""
+
+    hidden_size: int = 64
+    layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    intermediate_size: int = 128
+    vision_depth: int = 2
+    vision_hidden_size: int = 32
+    vision_heads: int = 2
+    vision_intermediate_size: int = 64
+    vocab_size: int = 512
+    tokenizer_episodes: int = 100
+
+
 EOS_TOKEN = "<|endoftext|>"
 PAD_TOKEN = "<|pad|>"
 # The answer format's tags are one token each, so a choose-mode answer "up</action>" is two
@@ -73,6 +91,21 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     )
 
 
+def env_tokenizer(
+    env_name: str,
+    env_kwargs: dict[str, Any],
+    prompt: PromptConfig,
+    episodes: int,
+    vocab_size: int,
+    seed: int,
+    split: str = "train",
+) -> Any:
+    """:func:`build_tokenizer` trained on the text of ``episodes`` expert and random episodes
+    of one env (drawn from ``seed``)."""
+    texts = corpus_texts(env_name, env_kwargs, prompt, episodes, seed_from(seed, "tok"), split)
+    return build_tokenizer(texts, vocab_size)
+
+
 def build_tiny_model(tokenizer: Any, config: TinyModelConfig, seed: int) -> Any:
     """A random-initialised ``Qwen2ForCausalLM`` sized by ``config`` (weights drawn from
     ``seed``), with tied input and output embeddings."""
@@ -108,8 +141,7 @@ def build_tiny(
     split: str = "train",
 ) -> tuple[Any, Any]:
     """The tiny model and its tokenizer for one env (tokenizer trained on that env's text)."""
-    texts = corpus_texts(
-        env_name, env_kwargs, prompt, config.tokenizer_episodes, seed_from(seed, "tok"), split
+    tokenizer = env_tokenizer(
+        env_name, env_kwargs, prompt, config.tokenizer_episodes, config.vocab_size, seed, split
     )
-    tokenizer = build_tokenizer(texts, config.vocab_size)
     return build_tiny_model(tokenizer, config, seed_from(seed, "init") % 2**31), tokenizer

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
-from agentbench_rl.models.tiny import TinyModelConfig
+from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
 ADVANTAGE_NORMS = ("none", "batch_std")
 
@@ -112,6 +112,7 @@ class TrainConfig:
     torch_threads: int = 1  # CPU threads (0: torch's default); small models run best on one
 
     tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
+    tiny_vl: TinyVLConfig = field(default_factory=TinyVLConfig)  # model: tiny-vl
     bc: BCConfig = field(default_factory=BCConfig)
 
     def validate(self) -> None:

@@ -64,8 +64,10 @@ from agentbench_rl.models.policy import (
     pack,
     resolve_device,
     response_logprobs,
+    text_layers,
 )
 from agentbench_rl.models.tiny import TOKENIZER_VERSION, build_tiny
+from agentbench_rl.models.vision import build_tiny_vl, load_image_processor
 from agentbench_rl.rollout.batched import (
     BatchPolicy,
     RolloutBatch,
@@ -95,9 +97,12 @@ KL_CLAMP = 10.0  # bound of one token's k3 KL term, as verl's low_var_kl
 
 
 # ---------------------------------------------------------------------- the policy and its start
-def make_policy(model: Any, tokenizer: Any, config: TrainConfig) -> Policy:
-    """Wrap a model in a :class:`Policy` with the config's prompt and sampling settings."""
-    layers = int(model.config.num_hidden_layers)
+def make_policy(
+    model: Any, tokenizer: Any, config: TrainConfig, image_processor: Any = None
+) -> Policy:
+    """Wrap a model in a :class:`Policy` with the config's prompt and sampling settings
+    (``image_processor``: a vision-language model's)."""
+    layers = text_layers(model)
     return Policy(
         model,
         tokenizer,
@@ -109,13 +114,14 @@ def make_policy(model: Any, tokenizer: Any, config: TrainConfig) -> Policy:
         forward_batch_size=config.forward_batch_size,
         # a model shallower than the configured layer (the tiny one) uses its last layer
         hidden_layer=config.hidden_layer if config.hidden_layer <= layers + 1 else 1,
+        image_processor=image_processor,
     )
 
 
 def load_policy(folder: Path, config: TrainConfig, device: str) -> Policy:
     """A policy saved by :meth:`Policy.save` (checkpoint, BC result or reference)."""
     model, tokenizer = load_pretrained(str(folder), dtype=config.dtype, device=device)
-    return make_policy(model, tokenizer, config)
+    return make_policy(model, tokenizer, config, load_image_processor(str(folder)))
 
 
 def bc_key(config: TrainConfig) -> str:
@@ -132,7 +138,7 @@ def bc_key(config: TrainConfig) -> str:
             "train_split": config.train_split,
             **categories,
             "model": config.model,
-            "tiny": config.to_dict()["tiny"],
+            "tiny": config.to_dict()["tiny" if config.model != "tiny-vl" else "tiny_vl"],
             "bc": bc,
             "prompt": [config.history, config.history_observations, config.instruction],
             "mode": config.action_mode,
@@ -155,6 +161,7 @@ def initial_policy(
         return load_policy(cache, config, device), stats
     env_kwargs = _env_kwargs(config)
     warm_seed = config.warm_start_seed()
+    image_processor = None
     if config.model == "tiny":
         model, tokenizer = build_tiny(
             config.env,
@@ -165,9 +172,20 @@ def initial_policy(
             config.train_split,
         )
         model = model.to(device)
+    elif config.model == "tiny-vl":
+        model, tokenizer, image_processor = build_tiny_vl(
+            config.env,
+            env_kwargs,
+            config.prompt_config(),
+            config.tiny_vl,
+            warm_seed,
+            config.train_split,
+        )
+        model = model.to(device)
     else:
         model, tokenizer = load_pretrained(config.model, dtype=config.dtype, device=device)
-    policy = make_policy(model, tokenizer, config)
+        image_processor = load_image_processor(config.model)
+    policy = make_policy(model, tokenizer, config, image_processor)
     if not config.bc.enabled:
         return policy, {}
     rows = expert_rows(

@@ -28,6 +28,7 @@ import torch
 
 from agentbench_rl.agents.prompting import format_ok
 from agentbench_rl.models.policy import ActOutput, Policy, left_pad
+from agentbench_rl.models.vision import stack_images, vision_inputs, vllm_prompt
 from agentbench_rl.train.config import TrainConfig
 
 
@@ -54,13 +55,14 @@ def sampling_kwargs(
 
 
 def prompt_batch(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
-    """Token-id prompts as vLLM takes them.
+    """Token-id prompts as vLLM takes them (with their images, see
+    :func:`~agentbench_rl.models.vision.vllm_prompt`).
 
     Example:
         >>> prompt_batch([[1, 2], [3]])
         [{'prompt_token_ids': [1, 2]}, {'prompt_token_ids': [3]}]
     """
-    return [{"prompt_token_ids": list(ids)} for ids in prompt_ids]
+    return [vllm_prompt(ids) for ids in prompt_ids]
 
 
 def weight_items(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
@@ -199,12 +201,14 @@ class VLLMActor:
         for start in range(0, len(prompt_ids), policy.forward_batch_size):
             chunk = prompt_ids[start : start + policy.forward_batch_size]
             input_ids, mask, positions = left_pad(chunk, policy.pad_id, policy.device)
+            images = vision_inputs(policy.model, input_ids, mask, *stack_images(chunk))
             output = policy.model(
                 input_ids=input_ids,
                 attention_mask=mask,
-                position_ids=positions,
+                position_ids=images.pop("position_ids", positions),
                 output_hidden_states=True,
                 logits_to_keep=1,
+                **images,
             )
             layer = output.hidden_states[len(output.hidden_states) - policy.hidden_layer]
             rows.append(layer[:, -1, :].float().cpu().numpy())

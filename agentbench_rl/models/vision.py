@@ -1,0 +1,283 @@
+"""Vision-language models: Qwen2.5-VL and Qwen2-VL through transformers' own model classes and
+image processor, and ``tiny-vl``, a random-initialised Qwen2.5-VL built on the spot for the CPU.
+
+A frame reaches the model the way the Qwen-VL processors put it there: the chat template writes
+``<|vision_start|><|image_pad|><|vision_end|>`` for each image part, the image processor turns
+the frame into patches and its ``image_grid_thw``, and each ``<|image_pad|>`` is expanded to
+``t*h*w / merge_size**2`` copies, the number of vision tokens the merger emits. We do that
+expansion here rather than through ``Qwen2_5_VLProcessor`` because the processor's constructor
+requires the video processor, which requires torchvision (not in the ``train`` extra); the
+arithmetic is the processor's own (``processing_qwen2_5_vl.py``).
+
+Prompt token ids that carry images are :class:`ImagePromptIds`: a list of ids with the pixel
+values and grid beside them, so the trainer stores, packs and re-scores them like text ids;
+:func:`vision_inputs` turns a batch of them into the model's extra inputs (pixel values, grids,
+and the 3-D M-RoPE position ids from the model's own ``get_rope_index``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from agentbench_rl.agents.prompting import PromptConfig
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.models.tiny import TinyVLConfig, env_tokenizer
+
+VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = (
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+#: The Qwen2-VL chat template's shape (user turns only; image parts before or after text).
+TINY_VL_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% else %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class ImagePromptIds(list[int]):
+    """Prompt token ids (image pads already expanded) with the images they show.
+
+    Attributes:
+        pixel_values: the image processor's patches of every image, (patches, dim).
+        image_grid_thw: (images, 3) temporal, height and width patch counts.
+        images: the frames themselves (vLLM runs its own image processor on them).
+        image_token_id: the ``<|image_pad|>`` id.
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[int],
+        pixel_values: torch.Tensor,
+        image_grid_thw: torch.Tensor,
+        images: Sequence[Any],
+        image_token_id: int,
+    ) -> None:
+        super().__init__(ids)
+        self.pixel_values = pixel_values
+        self.image_grid_thw = image_grid_thw
+        self.images = tuple(images)
+        self.image_token_id = image_token_id
+
+    def collapsed(self) -> list[int]:
+        """The ids with each image's run of pads back to one pad, as the chat template wrote
+        them (vLLM expands placeholders itself against the images it is given).
+
+        Example:
+            >>> ImagePromptIds([1, 9, 9, 9, 2], torch.zeros(0), torch.zeros(0), [], 9).collapsed()
+            [1, 9, 2]
+        """
+        pad = self.image_token_id
+        return [t for k, t in enumerate(self) if t != pad or k == 0 or self[k - 1] != pad]
+
+
+def is_vision_language(model: Any) -> bool:
+    """Whether ``model`` takes images (its config has a vision tower)."""
+    return getattr(model.config, "vision_config", None) is not None
+
+
+def vision_token_ids(model: Any) -> list[int]:
+    """The ids of the vision placeholder tokens (image and video pads, vision start and end):
+    a policy must never generate them, since the model reads them as slots for image features.
+    Empty for a text model."""
+    if not is_vision_language(model):
+        return []
+    names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+    return [int(getattr(model.config, name)) for name in names if hasattr(model.config, name)]
+
+
+def image_token_count(image_processor: Any, height: int, width: int) -> int:
+    """How many ``<|image_pad|>`` tokens a ``height`` x ``width`` frame costs.
+
+    Example (the tiny-vl processor and visual Sokoban's 96x96 frame: resized to 84x84, 6x6
+    patches of 14 pixels, merged 2x2):
+        >>> from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        ...     Qwen2VLImageProcessorPil)
+        >>> image_token_count(Qwen2VLImageProcessorPil(), 96, 96)
+        9
+    """
+    grid = image_processor(images=[np.zeros((height, width, 3), np.uint8)], return_tensors="pt")
+    merge = int(getattr(image_processor, "merge_size", 2))
+    return int(grid["image_grid_thw"][0].prod()) // merge**2
+
+
+def encode_with_images(
+    tokenizer: Any, image_processor: Any, text: str, images: Sequence[Any]
+) -> ImagePromptIds:
+    """Token ids of ``text`` (one ``<|image_pad|>`` per image, as the chat template writes it)
+    with each pad expanded to its image's token count, and the images' pixel values."""
+    processed = image_processor(images=[np.asarray(i) for i in images], return_tensors="pt")
+    grids = processed["image_grid_thw"]
+    merge = int(getattr(image_processor, "merge_size", 2))
+    pieces = text.split(IMAGE_PAD)
+    if len(pieces) - 1 != len(images):
+        raise ValueError(
+            f"the prompt has {len(pieces) - 1} image placeholders for {len(images)} images"
+        )
+    expanded = pieces[0]
+    for grid, piece in zip(grids, pieces[1:], strict=True):
+        expanded += IMAGE_PAD * (int(grid.prod()) // merge**2) + piece
+    ids = tokenizer(expanded, add_special_tokens=False)["input_ids"]
+    pad_id = int(tokenizer.convert_tokens_to_ids(IMAGE_PAD))
+    return ImagePromptIds(ids, processed["pixel_values"], grids, images, pad_id)
+
+
+def vllm_prompt(ids: Sequence[int]) -> dict[str, Any]:
+    """One prompt as ``vllm.LLM.generate`` takes it: token ids, and for a prompt with images
+    the ids with one placeholder per image plus ``multi_modal_data`` (PIL images), which is
+    what vLLM's multimodal processor expects (it expands the placeholders itself; handing it
+    expanded ids would expand them twice).
+
+    Example:
+        >>> vllm_prompt([1, 2])
+        {'prompt_token_ids': [1, 2]}
+    """
+    if not isinstance(ids, ImagePromptIds):
+        return {"prompt_token_ids": list(ids)}
+    from PIL import Image
+
+    frames = [Image.fromarray(np.asarray(frame, dtype=np.uint8)) for frame in ids.images]
+    return {"prompt_token_ids": ids.collapsed(), "multi_modal_data": {"image": frames}}
+
+
+def stack_images(rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The pixel values and grids of a batch of prompt rows, in row order (``None`` when no
+    row shows an image)."""
+    with_images = [row for row in rows if isinstance(row, ImagePromptIds)]
+    if not with_images:
+        return None, None
+    return (
+        torch.cat([row.pixel_values for row in with_images]),
+        torch.cat([row.image_grid_thw for row in with_images]),
+    )
+
+
+def vision_inputs(
+    model: Any,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    pixel_values: torch.Tensor | None,
+    image_grid_thw: torch.Tensor | None,
+) -> dict[str, Any]:
+    """The extra forward inputs of rows that show images: pixel values, grids, the
+    multimodal token types and the 3-D (M-RoPE) position ids of ``input_ids`` (computed by the
+    model's own ``get_rope_index``, padding-aware). Empty when there is no image."""
+    if pixel_values is None or image_grid_thw is None:
+        return {}
+    device = input_ids.device
+    image_token = int(model.config.image_token_id)
+    token_types = (input_ids == image_token).int()
+    image_grid_thw = image_grid_thw.to(device)
+    positions, _ = model.model.get_rope_index(
+        input_ids,
+        mm_token_type_ids=token_types,
+        image_grid_thw=image_grid_thw,
+        attention_mask=attention_mask,
+    )
+    dtype = next(model.parameters()).dtype
+    return {
+        "pixel_values": pixel_values.to(device=device, dtype=dtype),
+        "image_grid_thw": image_grid_thw,
+        "mm_token_type_ids": token_types,
+        "position_ids": positions,
+    }
+
+
+def build_tiny_vl(
+    env_name: str,
+    env_kwargs: dict[str, Any],
+    prompt: PromptConfig,
+    config: TinyVLConfig,
+    seed: int,
+    split: str = "train",
+) -> tuple[Any, Any, Any]:
+    """The tiny-vl model, its tokenizer (trained on the env's text, with the vision tokens and a
+    Qwen-VL chat template) and a Qwen2-VL image processor (default settings), all built here."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    tokenizer = env_tokenizer(
+        env_name, env_kwargs, prompt, config.tokenizer_episodes, config.vocab_size, seed, split
+    )
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": [VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD]}
+    )
+    tokenizer.chat_template = TINY_VL_CHAT_TEMPLATE
+    token_id = tokenizer.convert_tokens_to_ids
+    head_dim = config.hidden_size // config.heads
+    # M-RoPE splits the rotary half-dimension into temporal, height and width sections.
+    half = head_dim // 2
+    sections = [half - 2 * (half // 3), half // 3, half // 3]
+    model_config = Qwen2_5_VLConfig(
+        text_config={
+            "vocab_size": len(tokenizer),
+            "hidden_size": config.hidden_size,
+            "intermediate_size": config.intermediate_size,
+            "num_hidden_layers": config.layers,
+            "num_attention_heads": config.heads,
+            "num_key_value_heads": config.kv_heads,
+            "max_position_embeddings": 2048,
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": 10000.0,
+                "mrope_section": sections,
+            },
+            "tie_word_embeddings": True,
+            "bos_token_id": tokenizer.eos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        vision_config={
+            "depth": config.vision_depth,
+            "hidden_size": config.vision_hidden_size,
+            "intermediate_size": config.vision_intermediate_size,
+            "num_heads": config.vision_heads,
+            "out_hidden_size": config.hidden_size,
+            "fullatt_block_indexes": [config.vision_depth - 1],
+        },
+        image_token_id=token_id(IMAGE_PAD),
+        video_token_id=token_id(VIDEO_PAD),
+        vision_start_token_id=token_id(VISION_START),
+        vision_end_token_id=token_id(VISION_END),
+        tie_word_embeddings=True,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed_from(seed, "init") % 2**31)
+        model = Qwen2_5_VLForConditionalGeneration(model_config)
+    return model, tokenizer, Qwen2VLImageProcessorPil()
+
+
+def load_image_processor(name_or_path: str) -> Any | None:
+    """The image processor saved with a vision-language model (``None`` for a text model: no
+    ``preprocessor_config.json`` in a local folder, or a hub model whose config has no vision
+    tower)."""
+    from transformers import AutoConfig, AutoImageProcessor
+
+    folder = Path(name_or_path)
+    if folder.is_dir():
+        if not (folder / "preprocessor_config.json").is_file():
+            return None
+    elif getattr(AutoConfig.from_pretrained(name_or_path), "vision_config", None) is None:
+        return None
+    return AutoImageProcessor.from_pretrained(name_or_path)
+
+
+def load_vision_model(name_or_path: str, dtype: torch.dtype) -> Any:
+    """A vision-language model by hub id or folder through transformers' image-text-to-text
+    auto class (``Qwen2_5_VLForConditionalGeneration`` for Qwen2.5-VL, ``Qwen2VL...`` for
+    Qwen2-VL)."""
+    from transformers import AutoModelForImageTextToText
+
+    return AutoModelForImageTextToText.from_pretrained(name_or_path, dtype=dtype)
