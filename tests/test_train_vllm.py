@@ -15,8 +15,7 @@ torch.set_num_threads(1)
 from agentbench_rl.agents.prompting import PromptConfig  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
-from agentbench_rl.train.config import config_from_dict  # noqa: E402
-from agentbench_rl.train.vllm_engine import (  # noqa: E402
+from agentbench_rl.models.vllm_engine import (  # noqa: E402
     VLLMActor,
     prompt_batch,
     push_weights,
@@ -138,14 +137,13 @@ def test_push_weights_through_apply_model_or_the_driver_worker(policy: Policy) -
 
 
 def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
-    config = config_from_dict({"engine": "vllm", "action_mode": "generate"})
     engines: list[FakeLLM] = []
 
     def factory(folder: str) -> FakeLLM:
         engines.append(FakeLLM(folder, policy.tokenizer))
         return engines[-1]
 
-    actor = VLLMActor(policy, config, engine_factory=factory, params_factory=dict)
+    actor = VLLMActor(policy, engine_factory=factory, params_factory=dict)
     prompts = ["Observation:\n#P#", "Observation:\n#_P#"]
     out = actor.act(prompts, [["up"]] * 2, torch.Generator().manual_seed(0), capture_hidden=True)
     llm = engines[0]
@@ -175,11 +173,10 @@ def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
 
 
 def test_without_vllm_the_engine_error_is_clear(policy: Policy) -> None:
-    config = config_from_dict({"engine": "vllm", "action_mode": "generate"})
     try:
         import vllm  # noqa: F401
     except ImportError:
         with pytest.raises(ImportError, match=r"pip install 'agentbench-rl\[vllm\]'"):
-            VLLMActor(policy, config)
+            VLLMActor(policy)
     else:  # pragma: no cover - only where vLLM is installed
         pytest.skip("vLLM is installed here")

@@ -3,7 +3,7 @@
 Options follow a ``?``: ``hf:runs/x/checkpoint/policy?mode=choose&greedy=true``. Accepted:
 ``mode`` (``generate`` or ``choose``), ``temperature``, ``greedy``, ``history``, ``device``,
 ``dtype``, ``engine`` (``hf``, the default, or ``vllm``: sampling in vLLM on a GPU, ``generate``
-mode only, the trainer's :class:`~agentbench_rl.train.vllm_engine.VLLMActor`). A checkpoint
+mode only, the trainer's :class:`~agentbench_rl.models.vllm_engine.VLLMActor`). A checkpoint
 written by the trainer carries its prompt and sampling settings
 (``agentbench_policy.json``), so ``hf:<checkpoint>`` plays exactly as the policy was trained;
 an option overrides the stored value. The model loads on the first episode, not when the agent
@@ -70,11 +70,9 @@ class HFAgent(PolicyAgent):
             return policy
         if policy.prompt.mode != "generate":
             raise ValueError(f"agent '{self.name}': engine vllm plays generate mode only")
-        from agentbench_rl.train.config import TrainConfig
-        from agentbench_rl.train.vllm_engine import VLLMActor
+        from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
 
-        engine = TrainConfig(dtype=options.get("dtype", "float32"))
         try:
-            return VLLMActor(policy, engine)
+            return VLLMActor(policy, EngineSettings(dtype=options.get("dtype", "float32")))
         except (ImportError, RuntimeError) as problem:  # no vLLM, no GPU
             raise ValueError(f"agent '{self.name}': {problem}") from None

@@ -86,7 +86,7 @@ from agentbench_rl.train.checkpoint import (
 from agentbench_rl.train.config import TrainConfig, config_from_dict, dump_config
 
 if TYPE_CHECKING:
-    from agentbench_rl.train.vllm_engine import VLLMActor
+    from agentbench_rl.models.vllm_engine import VLLMActor
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -658,9 +658,10 @@ def train(
         )
         engine: VLLMActor | None = None
         if config.engine == "vllm":
-            from agentbench_rl.train.vllm_engine import VLLMActor
+            from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
 
-            engine = VLLMActor(policy, config)
+            settings = EngineSettings(config.dtype, config.vllm_gpu_memory_utilization, config.seed)
+            engine = VLLMActor(policy, settings)
         actor: BatchPolicy = engine if engine is not None else policy
         pool = make_pool(config)
         writer = _tensorboard(run)

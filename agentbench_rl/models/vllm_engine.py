@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ import torch
 from agentbench_rl.agents.prompting import format_ok
 from agentbench_rl.models.policy import ActOutput, Policy, left_pad
 from agentbench_rl.models.vision import stack_images, vision_inputs, vllm_prompt
-from agentbench_rl.train.config import TrainConfig
 
 
 def sampling_kwargs(
@@ -94,7 +94,21 @@ def push_weights(llm: Any, items: Sequence[tuple[str, torch.Tensor]]) -> None:
     load(llm.llm_engine.model_executor.driver_worker.model_runner.model)
 
 
-def _make_llm(folder: str, config: TrainConfig) -> Any:
+@dataclass(frozen=True)
+class EngineSettings:
+    """What the vLLM engine is built with (the trainer takes them from its config).
+
+    Example:
+        >>> EngineSettings(dtype="bfloat16").gpu_memory_utilization
+        0.5
+    """
+
+    dtype: str = "float32"
+    gpu_memory_utilization: float = 0.5
+    seed: int = 0
+
+
+def _make_llm(folder: str, settings: EngineSettings) -> Any:
     try:
         import vllm
     except ImportError:
@@ -105,9 +119,9 @@ def _make_llm(folder: str, config: TrainConfig) -> Any:
         raise RuntimeError("engine 'vllm' needs a CUDA GPU; use engine: hf on a CPU")
     return vllm.LLM(
         model=folder,
-        dtype=config.dtype,
-        gpu_memory_utilization=config.vllm_gpu_memory_utilization,
-        seed=config.seed,
+        dtype=settings.dtype,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        seed=settings.seed,
         enable_prefix_caching=True,
     )
 
@@ -128,16 +142,16 @@ class VLLMActor:
     def __init__(
         self,
         policy: Policy,
-        config: TrainConfig,
+        settings: EngineSettings | None = None,
         engine_factory: Callable[[str], Any] | None = None,
         params_factory: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         self.policy = policy
-        self.config = config
         self._params = params_factory or _sampling_params
         with tempfile.TemporaryDirectory(prefix="agentbench-vllm-") as folder:
             policy.save(Path(folder))
-            self.llm = (engine_factory or (lambda f: _make_llm(f, config)))(folder)
+            chosen = settings or EngineSettings()
+            self.llm = (engine_factory or (lambda f: _make_llm(f, chosen)))(folder)
 
     @property
     def prompt(self) -> Any:
