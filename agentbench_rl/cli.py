@@ -743,6 +743,66 @@ def leaderboard_render(
     )
 
 
+@leaderboard_app.command("file-runs")
+def leaderboard_file_runs(
+    sweep: Annotated[Path, typer.Argument(help="The sweep file the runs were trained from.")],
+    overrides: Annotated[
+        list[str] | None, typer.Argument(help="The key=value overrides the sweep ran with.")
+    ] = None,
+    runs_root: Annotated[
+        Path | None, typer.Option(help="Where the runs are (the sweep's --out; default: its out).")
+    ] = None,
+    root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,
+    split: Annotated[
+        str | None, typer.Option(help="Split to file on (default: the env's evaluation split).")
+    ] = None,
+) -> None:
+    """Evaluate the final checkpoint of every finished run of a sweep and file it on the board
+    ("Trained here"), after replaying the run's final validation; runs already filed are
+    skipped, so rerun it whenever more runs have finished. Then render the boards."""
+    from rich.table import Table
+
+    try:
+        require("train", "leaderboard file-runs")
+        require("plot", "leaderboard file-runs (it renders the boards)")
+        from agentbench_rl.leaderboard.render import percent, render
+        from agentbench_rl.leaderboard.trained import file_runs
+        from agentbench_rl.train.sweep import load_sweep
+
+        where = runs_root or load_sweep(sweep).out
+        done, problems = file_runs(
+            sweep,
+            where,
+            root,
+            overrides or [],
+            split,
+            on_step=lambda message: console.print(escape(message), highlight=False),
+        )
+        written = render(root)
+    except (ValueError, FileNotFoundError, ImportError) as problem:
+        _fail(str(problem))
+        return
+    table = Table(title=f"finished runs of {escape(str(sweep))} under {escape(str(where))}")
+    for header in ("run", "val % trainer", "val % harness", "episodes differing", "test %", ""):
+        table.add_column(header)
+    for item in done:
+        harness = item.val_success_harness
+        table.add_row(
+            escape(f"{item.run.parent.name}/{item.run.name}"),
+            percent(item.val_success),
+            "—" if harness is None else percent(harness),
+            "—" if item.val_episodes_differing is None else str(item.val_episodes_differing),
+            percent(item.test_success),
+            escape(("filed as " if item.filed else "on the board as ") + item.submission.name),
+        )
+    console.print(table)
+    for line in problems:
+        _error_line(line)
+    console.print(escape(f"rendered {written[0]} and {written[1]}"), highlight=False)
+    if problems:
+        raise typer.Exit(code=1)
+
+
 @leaderboard_app.command("serve")
 def leaderboard_serve(
     root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,

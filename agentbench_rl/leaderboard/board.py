@@ -56,6 +56,11 @@ class Entry:
     data: dict[str, Any] | None = None
 
     @property
+    def trained_here(self) -> bool:
+        """Whether the metadata names a training run of this package (``training_run``)."""
+        return self.metadata.training_run is not None
+
+    @property
     def rank_key(self) -> tuple[float, float, str, str]:
         """Best success first, then the higher lower bound, then name and id (a total order)."""
         return (-self.success, -self.ci95[0], self.metadata.name, self.submission_id)
@@ -73,6 +78,16 @@ class Board:
     def categories(self) -> list[str]:
         """Every category any entry reports, sorted."""
         return sorted({category for entry in self.entries for category in entry.per_category})
+
+    @property
+    def submitted(self) -> tuple[Entry, ...]:
+        """The entries that name no training run of this package (reference and submitted)."""
+        return tuple(entry for entry in self.entries if not entry.trained_here)
+
+    @property
+    def trained_here(self) -> tuple[Entry, ...]:
+        """The entries trained with this package's trainer, shown in their own section."""
+        return tuple(entry for entry in self.entries if entry.trained_here)
 
     @property
     def slug(self) -> str:

@@ -7,7 +7,8 @@ submissions always give byte-identical files (the PNGs: with the same matplotlib
 
 Layout written under the root (``leaderboards/``)::
 
-    README.md                  one table per env and split, then the env's reported rows
+    README.md                  one table per env and split, the agents trained here in their own
+                               section after it, then the env's reported rows
     site/index.html            the same as one HTML page (no script, no server needed)
     site/<env>-<split>-success.png, -categories.png, -curves.png (where curves exist)
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agentbench_rl.harness.results import atomic_write_bytes, atomic_write_text
+from agentbench_rl.harness.stats import t_interval
 from agentbench_rl.leaderboard.board import Board, Entry, collect_boards
 from agentbench_rl.leaderboard.plots import category_plot, curves_plot, success_plot
 from agentbench_rl.leaderboard.reported import ReportedNumbers, ReportedRow, load_reported
@@ -139,34 +141,46 @@ def data_text(entry: Entry) -> str:
     return f"; data modified {entry.data['fingerprint'][:12]}"
 
 
+def _entry_cell(board: Board, entry: Entry) -> Cell:
+    """The entry's name, linked to its files (and to its url, when it has one)."""
+    metadata = entry.metadata
+    name: Cell = (
+        Part(metadata.name, f"{board.env}/{board.split}/{entry.submission_id}/", local=True),
+    )
+    if metadata.url:
+        name += (Part("(link)", metadata.url),)
+    return name
+
+
+def _budget(entry: Entry) -> str:
+    training = entry.metadata.training
+    return f"{training.iterations:,} it. / {training.rollouts:,} rollouts" if training else NONE
+
+
+def _category_cells(entry: Entry, categories: Sequence[str]) -> list[Cell]:
+    return [
+        _plain(percent(entry.per_category[c]) if c in entry.per_category else NONE)
+        for c in categories
+    ]
+
+
 def validated_table(board: Board) -> Table:
-    """The ranked validated rows of one board."""
+    """The ranked validated rows of one board (those trained here have their own table)."""
     categories = board.categories
+    entries = board.submitted
     rows = []
-    for rank, entry in enumerate(board.entries, start=1):
+    for rank, entry in enumerate(entries, start=1):
         metadata = entry.metadata
-        name: Cell = (
-            Part(metadata.name, f"{board.env}/{board.split}/{entry.submission_id}/", local=True),
-        )
-        if metadata.url:
-            name += (Part("(link)", metadata.url),)
-        training = metadata.training
-        budget = (
-            f"{training.iterations:,} it. / {training.rollouts:,} rollouts" if training else NONE
-        )
         rows.append(
             (
                 _plain(str(rank)),
-                name,
+                _entry_cell(board, entry),
                 _plain(metadata.estimator or NONE),
                 _plain(count(metadata.parameters)),
-                _plain(budget),
+                _plain(_budget(entry)),
                 _plain(", ".join(str(seed) for seed in sorted(metadata.seeds))),
                 _plain(success_text(entry)),
-                *(
-                    _plain(percent(entry.per_category[c]) if c in entry.per_category else NONE)
-                    for c in categories
-                ),
+                *_category_cells(entry, categories),
                 _plain(threshold_text(entry)),
                 _plain(metadata.code_version + data_text(entry)),
             )
@@ -184,8 +198,104 @@ def validated_table(board: Board) -> Table:
         "code version",
     )
     align = ("r", "l", "l", "r", "l", "l", "r", *("r" for _ in categories), "l", "l")
-    ids = tuple(entry.submission_id for entry in board.entries)
+    ids = tuple(entry.submission_id for entry in entries)
     return Table("validated", headers, align, tuple(rows), ids)
+
+
+TRAINED_INTRO = (
+    "Final checkpoints of the training runs recorded in this repository, filed by "
+    "`agentbench-rl leaderboard file-runs SWEEP --runs-root DIR`: each evaluated through the "
+    "harness in the policy's own action mode, greedy where the run validated greedily, with the "
+    "training seed. val: the run's final validation success as the trainer recorded it / as the "
+    "harness replays it from the checkpoint. weights: the fingerprint of the evaluated weights; "
+    "trained at: the package commit of the final checkpoint (dirty: with uncommitted changes). "
+    "The summary gives each estimator's mean over its runs with a 95% t-interval over the "
+    "training seeds."
+)
+
+
+def trained_table(board: Board) -> Table:
+    """The rows trained here, by estimator and seed."""
+    categories = board.categories
+    entries = sorted(
+        board.trained_here,
+        key=lambda entry: (
+            entry.metadata.estimator or "",
+            entry.metadata.training_run.seed if entry.metadata.training_run else 0,
+            entry.submission_id,
+        ),
+    )
+    rows = []
+    for entry in entries:
+        run = entry.metadata.training_run
+        assert run is not None  # board.trained_here holds only entries with a training run
+        commit = NONE if run.git_commit is None else run.git_commit[:12]
+        rows.append(
+            (
+                _entry_cell(board, entry),
+                _plain(entry.metadata.estimator or NONE),
+                _plain(str(run.seed)),
+                _plain(count(entry.metadata.parameters)),
+                _plain(_budget(entry)),
+                _plain(success_text(entry)),
+                *_category_cells(entry, categories),
+                _plain(f"{percent(run.val_success)} / {percent(run.val_success_harness)}"),
+                _plain(threshold_text(entry)),
+                _plain(run.weights),
+                _plain(commit + (" (dirty)" if run.git_dirty else "")),
+            )
+        )
+    headers = (
+        "entry",
+        "estimator",
+        "seed",
+        "parameters",
+        "training budget",
+        "success % [95% CI; bootstrap]",
+        *categories,
+        "val % (trainer / harness)",
+        "95% threshold",
+        "weights",
+        "trained at",
+    )
+    align = ("l", "l", "r", "r", "l", "r", *("r" for _ in categories), "r", "l", "l", "l")
+    ids = tuple(entry.submission_id for entry in entries)
+    return Table("trained", headers, align, tuple(rows), ids)
+
+
+def estimator_table(board: Board) -> Table:
+    """Per estimator: mean success of its runs trained here, with a t-interval over seeds."""
+    by_estimator: dict[str, list[Entry]] = {}
+    for entry in board.trained_here:
+        by_estimator.setdefault(entry.metadata.estimator or NONE, []).append(entry)
+    summary = []
+    for estimator, entries in by_estimator.items():
+        test = [entry.success for entry in entries]
+        mean = sum(test) / len(test)
+        interval = NONE
+        if len(test) > 1:
+            low, high = t_interval(test)
+            interval = f"{percent(low)}, {percent(high)}"
+        runs = [run for entry in entries if (run := entry.metadata.training_run)]
+        val = sum(run.val_success for run in runs) / len(runs)
+        seeds = sorted(run.seed for run in runs)
+        summary.append((mean, estimator, len(entries), seeds, interval, val))
+    summary.sort(key=lambda row: (-row[0], row[1]))
+    rows = tuple(
+        (
+            _plain(str(rank)),
+            _plain(estimator),
+            _plain(str(runs)),
+            _plain(", ".join(str(seed) for seed in seeds)),
+            _plain(f"{percent(mean)} [{interval}]"),
+            _plain(percent(val)),
+        )
+        for rank, (mean, estimator, runs, seeds, interval, val) in enumerate(summary, start=1)
+    )
+    headers = ("#", "estimator", "runs", "seeds", "success % [95% t over seeds]", "val % (trainer)")
+    align = ("r", "l", "r", "l", "r", "r")
+    ids = tuple(row[1] for row in summary)
+    return Table("trained-summary", headers, align, rows, ids)
 
 
 def _paper_cell(row: ReportedRow, reported: ReportedNumbers) -> Cell:
@@ -268,11 +378,16 @@ def render_markdown(
         if not env_boards:
             out += ["No validated submissions yet.", ""]
         for board in env_boards:
-            out += [f"### {board.env} / {board.split}", "", markdown_table(validated_table(board))]
-            out.append("")
+            out += [f"### {board.env} / {board.split}", ""]
+            if board.submitted:
+                out += [markdown_table(validated_table(board)), ""]
             for kind, name in _plot_files(board):
                 if name in plots:
                     out += [f"![{board.env} / {board.split}: {_CAPTIONS[kind]}]({SITE}/{name})", ""]
+            if board.trained_here:
+                out += [f"### {board.env} / {board.split}: trained here", "", TRAINED_INTRO, ""]
+                out += [markdown_table(estimator_table(board)), ""]
+                out += [markdown_table(trained_table(board)), ""]
         rows = reported.rows_for(env)
         if rows:
             out += [f"### {env}: reported by papers", ""]
@@ -292,6 +407,7 @@ th, td { border: 1px solid #d6d6d6; padding: 0.3rem 0.55rem; }
 th { background: #f2f4f7; } td.l, th.l { text-align: left; }
 td.r, th.r { text-align: right; white-space: nowrap; }
 table.reported { background: #fbfaf5; } table.reported th { background: #efeadb; }
+table.trained th, table.trained-summary th { background: #e3efe6; }
 span.label { background: #8a6d1f; color: #fff; border-radius: 3px; padding: 0 0.35rem; }
 div.plots { display: flex; flex-wrap: wrap; gap: 0 1.5rem; align-items: flex-start; }
 figure { margin: 0.6rem 0 1.4rem; } img { max-width: 100%; height: auto; }
@@ -393,14 +509,24 @@ def render_html(boards: Sequence[Board], reported: ReportedNumbers, plots: dict[
             out += [
                 f'<section id="{html.escape(board.slug)}" class="board">',
                 f"<h3>{html.escape(board.env)} / {html.escape(board.split)}</h3>",
-                html_table(validated_table(board)),
             ]
+            if board.submitted:
+                out.append(html_table(validated_table(board)))
             out.append('<div class="plots">')
             for kind, name in _plot_files(board):
                 if name in plots:
                     caption = f"{board.env} / {board.split}: {_CAPTIONS[kind]}"
                     out.append(_html_figure(name, plots[name], caption))
             out += ["</div>", "</section>"]
+            if board.trained_here:
+                out += [
+                    f'<section id="{html.escape(board.slug)}-trained" class="trained">',
+                    f"<h3>{html.escape(board.env)} / {html.escape(board.split)}: trained here</h3>",
+                    f'<p class="intro">{_inline_html(TRAINED_INTRO)}</p>',
+                    html_table(estimator_table(board)),
+                    html_table(trained_table(board)),
+                    "</section>",
+                ]
         rows = reported.rows_for(env)
         if rows:
             out += [

@@ -2,7 +2,9 @@
 
 Every field is required (``null`` where it does not apply, e.g. no estimator for an untrained
 agent), unknown fields are refused, and types are strict (``"3"`` is not a number), so a typo never
-slips onto a board.
+slips onto a board. The one optional field, ``training_run``, came later (submissions filed before
+it lack it): it names the training run of this package's trainer that produced the evaluated
+weights, and such submissions are shown in the boards' "Trained here" section.
 
 Example:
     >>> metadata = SubmissionMetadata.model_validate(
@@ -46,6 +48,7 @@ MAX_SEEDS = 10_000
 #: One line of printable text (no control characters, so it cannot break a table row).
 _LINE = r"^[^\x00-\x1f\x7f]+$"
 Line = Annotated[str, Field(min_length=1, max_length=200, pattern=_LINE)]
+Rate = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Url = Annotated[str, Field(max_length=500, pattern=r"^https?://[^\s<>\"'()|\\`\x00-\x1f]+$")]
 
 
@@ -58,6 +61,40 @@ class TrainingBudget(BaseModel):
     rollouts: int = Field(
         ge=0, le=MAX_ROLLOUTS, description="Trajectories sampled over the whole training run."
     )
+
+
+class TrainingRun(BaseModel):
+    """The training run whose final checkpoint was evaluated (``agentbench-rl leaderboard
+    file-runs``): the sweep cell and seed, the run's config, the weights and the code.
+
+    ``weights`` is :func:`~agentbench_rl.harness.provenance.weights_fingerprint` of the evaluated
+    folder; validation checks it against the fingerprint ``summary.json`` recorded when the
+    episodes were played. ``val_success`` is the run's own final validation as the trainer
+    recorded it, ``val_success_harness`` the same validation replayed through the harness from
+    the checkpoint when the submission was filed (they agree when evaluation plays the policy
+    exactly as the trainer validated it).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    sweep: Line = Field(description="The sweep file the run belongs to, as given when filing.")
+    overrides: list[Line] = Field(
+        max_length=100, description="Config overrides given with the sweep (key=value)."
+    )
+    cell: Line = Field(description="The sweep cell (the run folder's parent).")
+    seed: int = Field(ge=0, le=MAX_SEED, description="The training seed.")
+    config_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="sha256 of the run's config.yaml bytes."
+    )
+    iterations: int = Field(ge=0, le=MAX_ITERATIONS, description="Iteration of the checkpoint.")
+    weights: str = Field(pattern=r"^[0-9a-f]{16}$", description="Weights fingerprint.")
+    git_commit: str | None = Field(
+        pattern=r"^([0-9a-f]{40}|[0-9a-f]{64})$",
+        description="The package commit the checkpoint was trained with; null if unknown.",
+    )
+    git_dirty: bool | None = Field(description="Whether that tree had uncommitted changes.")
+    val_success: Rate = Field(description="The run's final validation success (trainer).")
+    val_success_harness: Rate = Field(description="The same validation replayed by the harness.")
 
 
 class SubmissionMetadata(BaseModel):
@@ -83,6 +120,9 @@ class SubmissionMetadata(BaseModel):
     code_version: Line = Field(description="Version or commit of the code that produced the run.")
     contact: Line = Field(description="Who answers questions about the submission.")
     url: Url | None = Field(description="Paper, model card or code; null if none.")
+    training_run: TrainingRun | None = Field(
+        default=None, description="The training run of this package that gave the weights."
+    )
 
     @model_validator(mode="after")
     def _completed(self) -> SubmissionMetadata:
@@ -90,6 +130,8 @@ class SubmissionMetadata(BaseModel):
             value = getattr(self, name)
             if isinstance(value, str) and value.startswith(FILL_IN):
                 raise ValueError(f"field '{name}' still holds the placeholder: {value}")
+        if self.training_run is not None and (self.training is None or self.estimator is None):
+            raise ValueError("a training_run needs the estimator and the training budget")
         return self
 
     @field_validator("seeds")
@@ -123,6 +165,8 @@ def describe_validation_error(error: ValidationError, file_name: str = METADATA_
     """
     first = error.errors()[0]
     location = ".".join(str(part) for part in first["loc"])
+    if not location:  # a rule over several fields (model validator)
+        return f"{file_name}: {first['msg'].removeprefix('Value error, ')}"
     if first["type"] == "missing":
         return f"{file_name}: field '{location}' is missing"
     if first["type"] == "extra_forbidden":

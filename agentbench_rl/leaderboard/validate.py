@@ -17,7 +17,7 @@ task of the split exactly once per declared seed; every episode's category is th
 its task and its numbers are ones the env can produce (at least one step, within the step limit,
 a return its reward rule gives for that outcome); every figure of ``summary.json`` equals the one
 recomputed from the episodes (after the harness's rounding to 6 decimals); the training curves, if
-any, fit the metadata.
+any, fit the metadata; a ``training_run`` in the metadata names the weights the summary recorded.
 
 The board is built from the recomputed figures, never from the stored ones.
 """
@@ -257,6 +257,24 @@ def _check_run(
         )
 
 
+def _check_training_run(metadata: SubmissionMetadata, summary: dict[str, Any]) -> None:
+    """A submission that names its training run played exactly that run's weights."""
+    if metadata.training_run is None:
+        return
+    record = summary.get("provenance")
+    played = record.get("agent_weights") if isinstance(record, dict) else None
+    if played is None:
+        raise SubmissionError(
+            f"{METADATA_FILE}: training_run names weights {metadata.training_run.weights} but "
+            f"{SUMMARY} records no weights fingerprint (provenance.agent_weights) to check them"
+        )
+    if played != metadata.training_run.weights:
+        raise SubmissionError(
+            f"{METADATA_FILE}: training_run.weights {metadata.training_run.weights} differ from "
+            f"the weights the episodes were played with ({json.dumps(played)[:40]})"
+        )
+
+
 def _check_data(data: Any) -> dict[str, Any] | None:
     """``summary.json`` ``data``: absent, or a hex fingerprint and whether it is pinned."""
     if data is None:
@@ -468,6 +486,7 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     config = _read_object(folder / CONFIG)
     summary = _read_object(folder / SUMMARY)
     _check_run(summary, config, metadata, episodes_name)
+    _check_training_run(metadata, summary)
     env, split = summary["env"], summary["split"]
 
     episodes = read_episode_table(folder / episodes_name)

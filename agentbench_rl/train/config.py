@@ -15,12 +15,15 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
+
+if TYPE_CHECKING:
+    from agentbench_rl.harness.evaluate import EvalConfig
 
 ADVANTAGE_NORMS = ("none", "batch_std")
 
@@ -216,6 +219,27 @@ class TrainConfig:
         from agentbench_rl.estimators import resolve
 
         return "hidden" in resolve(self.estimator).needs
+
+    def validation_eval(self, policy: Path) -> EvalConfig:
+        """The harness evaluation that validates the weights saved in ``policy``: the val split,
+        seeds, limit and step limit of this config, greedy when ``val_greedy``. The trainer's
+        validation and the leaderboard's replay of it (``leaderboard file-runs``) both use it.
+
+        Example:
+            >>> TrainConfig(val_greedy=True).validation_eval(Path("run/val-policy")).agent
+            'hf:run/val-policy?greedy=true'
+        """
+        from agentbench_rl.harness.evaluate import EvalConfig
+
+        return EvalConfig(
+            env=self.env,
+            split=self.val_split,
+            agent=f"hf:{policy}" + ("?greedy=true" if self.val_greedy else ""),
+            seeds=list(self.val_seeds),
+            limit=self.val_limit,
+            max_steps=self.max_steps,
+            env_kwargs=dict(self.env_kwargs),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (what ``config.yaml`` of a run holds)."""

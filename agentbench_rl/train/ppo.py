@@ -469,19 +469,11 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
     folder that replays them); results in ``run/val/iter-NNNN``. Episodes play in lockstep
     batches of ``forward_batch_size`` (one batched forward per step), which changes no number."""
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.harness.evaluate import evaluate
 
     folder = run / "val-policy"
     policy.save(folder)
-    eval_config = EvalConfig(
-        env=config.env,
-        split=config.val_split,
-        agent=f"hf:{folder}" + ("?greedy=true" if config.val_greedy else ""),
-        seeds=list(config.val_seeds),
-        limit=config.val_limit,
-        max_steps=config.max_steps,
-        env_kwargs=dict(config.env_kwargs),
-    )
+    eval_config = config.validation_eval(folder)
     summary = evaluate(
         eval_config,
         run / "val" / f"iter-{iteration:04d}",

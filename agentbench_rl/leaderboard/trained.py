@@ -1,0 +1,342 @@
+"""Trained here: the final checkpoint of every finished run of a sweep, filed as a submission.
+
+``agentbench-rl leaderboard file-runs SWEEP --runs-root DIR`` goes through the runs of a sweep's
+grid (``DIR/<cell>/seed<k>/``, as ``agentbench-rl sweep SWEEP --out DIR`` lays them out) and, for
+each finished one (``done.json``) not yet on the board:
+
+1. checks the folder is that run: its ``config.yaml`` is the config the sweep and overrides give
+   the cell (where BC results are cached aside, which changes no number), the checkpoint is of
+   the last iteration and its weights have the fingerprint ``state.json`` recorded;
+2. replays the run's final validation through the harness from the checkpoint (the run's own
+   val split, seeds, limit, step limit and greedy setting, :meth:`TrainConfig.validation_eval`)
+   and compares it with the ``val_success`` and the episodes the trainer recorded;
+3. evaluates the checkpoint on the env's evaluation split (Sokoban: the 500 test levels) in the
+   policy's own action mode, greedy when the run validated greedily, with the training seed as
+   the evaluation seed (with greedy play the seed changes no move; it names the run and keys its
+   curve), in lockstep batches of the run's ``forward_batch_size``;
+4. files it (:func:`~agentbench_rl.leaderboard.store.submit`) with metadata naming the estimator,
+   training budget, parameter count, seed, the run's config (sweep file, overrides, sha256 of
+   ``config.yaml``), the weights fingerprint and the training commit (``training_run``), and the
+   run's validation curve (``curves.json``).
+
+It is idempotent and resumable: a run whose weights are already filed on the board (and still
+validate) is skipped; an evaluation killed part way resumes from its journal under
+``ROOT/.file-runs/`` (removed once the run is filed). Run folders are only read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import agentbench_rl
+from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.envs import evaluation_split
+from agentbench_rl.harness.provenance import WEIGHT_SUFFIXES, weights_fingerprint
+from agentbench_rl.harness.results import atomic_write_text
+from agentbench_rl.leaderboard.curves import CURVES_FILE
+from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
+from agentbench_rl.leaderboard.store import board_folder, submit
+from agentbench_rl.leaderboard.validate import (
+    SubmissionError,
+    read_episode_table,
+    validate_submission,
+)
+
+#: The contact of the submissions this module files.
+TRAINED_CONTACT = "agentbench-rl maintainers (trained here: agentbench-rl leaderboard file-runs)"
+#: Scratch folder under the leaderboards root for evaluations in progress (hidden: never a board).
+WORK = ".file-runs"
+#: Episode columns the replayed validation must reproduce (those a policy's moves decide).
+COMPARED = ["task_id", "seed", "success", "steps", "return", "invalid_actions"]
+
+
+class RunError(ValueError):
+    """A run folder cannot be filed; the message names the run and the first problem."""
+
+
+@dataclass(frozen=True)
+class FiledRun:
+    """What ``file_runs`` did with one finished run.
+
+    Attributes:
+        run: the run folder.
+        submission: the filed submission folder (or the one already on the board).
+        filed: ``True`` when filed now, ``False`` when it was already on the board.
+        val_success: the run's final validation success as the trainer recorded it.
+        val_success_harness: the same validation replayed by the harness (``None`` if skipped).
+        val_episodes_differing: validation episodes whose outcome differs from the recorded ones.
+        test_success: success on the evaluation split.
+    """
+
+    run: Path
+    submission: Path
+    filed: bool
+    val_success: float
+    val_success_harness: float | None
+    val_episodes_differing: int | None
+    test_success: float
+
+
+def parameter_count(policy: Path) -> int:
+    """The number of parameters in the weight files of a saved policy (from their headers).
+
+    Example:
+        >>> parameter_count(Path("no-such-folder"))
+        0
+    """
+    from safetensors import safe_open
+
+    total = 0
+    for path in sorted(Path(policy).glob(f"*{WEIGHT_SUFFIXES[0]}")):
+        with safe_open(str(path), framework="np") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                shape = weights.get_slice(name).get_shape()
+                count = 1
+                for size in shape:
+                    count *= int(size)
+                total += count
+    return total
+
+
+def _comparable(config: dict[str, Any]) -> dict[str, Any]:
+    """A run config without what changes no number (where BC results are cached)."""
+    values = json.loads(json.dumps(config))
+    values.get("bc", {}).pop("cache_dir", None)
+    return values
+
+
+def _final_validation(run: Path, iterations: int) -> dict[str, Any]:
+    rows = [row for row in _metrics(run) if row.get("iteration") == iterations]
+    validated = [row for row in rows if "val_success" in row]
+    if not validated:
+        raise RunError(f"{run}: metrics.jsonl has no validation of the last iteration {iterations}")
+    return validated[-1]
+
+
+def _metrics(run: Path) -> list[dict[str, Any]]:
+    from agentbench_rl.train.sweep import read_metrics
+
+    return read_metrics(run)
+
+
+def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
+    """Check a finished run folder against the config its sweep gives it; return its record.
+
+    The record holds the run's ``config`` (as stored), ``config_sha256``, the checkpoint's
+    ``iterations``, ``weights``, ``git_commit`` and ``git_dirty``, and its final ``validation``
+    metrics row. Raises :class:`RunError` naming the first problem.
+    """
+    import yaml
+
+    from agentbench_rl.train.config import config_from_dict
+
+    run = Path(run)
+    config_file, state_file = run / "config.yaml", run / "checkpoint" / "state.json"
+    for path in (config_file, state_file, run / "checkpoint" / "policy"):
+        if not path.exists():
+            raise RunError(f"{run}: {path.relative_to(run)} is missing")
+    raw = config_file.read_bytes()
+    # Read as the trainer reads it (fields added since the run take their defaults).
+    stored = config_from_dict(yaml.safe_load(raw.decode("utf-8"))).to_dict()
+    mine, theirs = _comparable(stored), _comparable(expected)
+    changed = sorted(key for key in set(mine) | set(theirs) if mine.get(key) != theirs.get(key))
+    if changed:
+        key = changed[0]
+        raise RunError(
+            f"{run}: trained with {key} {json.dumps(mine.get(key))} but the sweep gives "
+            f"{json.dumps(theirs.get(key))} (pass the overrides the sweep ran with)"
+        )
+    state = read_json(state_file)
+    weights = weights_fingerprint(run / "checkpoint" / "policy")
+    if not isinstance(state, dict) or state.get("weights") != weights:
+        raise RunError(
+            f"{run}: checkpoint/policy has weights {weights} but state.json records "
+            f"{state.get('weights') if isinstance(state, dict) else None}"
+        )
+    if state.get("iteration") != stored["iterations"]:
+        raise RunError(
+            f"{run}: the checkpoint is of iteration {state.get('iteration')}, "
+            f"not the last ({stored['iterations']})"
+        )
+    return {
+        "config": stored,
+        "config_sha256": hashlib.sha256(raw).hexdigest(),
+        "iterations": int(state["iteration"]),
+        "weights": weights,
+        "git_commit": state.get("git_commit"),
+        "git_dirty": state.get("git_dirty"),
+        "validation": _final_validation(run, int(state["iteration"])),
+    }
+
+
+def filed_submission(root: Path, env: str, split: str, weights: str) -> Path | None:
+    """The submission on the board that holds these weights and still validates, if any."""
+    for metadata_file in sorted(board_folder(root, env, split).glob(f"*/{METADATA_FILE}")):
+        try:
+            metadata = load_metadata(metadata_file)
+        except ValueError:
+            continue
+        if metadata.training_run is None or metadata.training_run.weights != weights:
+            continue
+        try:
+            validate_submission(metadata_file.parent)
+        except SubmissionError:
+            continue
+        return metadata_file.parent
+    return None
+
+
+def _differing_episodes(replayed: Path, recorded: Path) -> int | None:
+    """How many episodes of the replay differ from the recorded ones (``None``: none recorded)."""
+    if not (recorded / "episodes.csv").is_file():
+        return None
+    ours, theirs = (
+        read_episode_table(folder / "episodes.csv")[COMPARED].sort_values(
+            ["seed", "task_id"], ignore_index=True
+        )
+        for folder in (replayed, recorded)
+    )
+    keys = ["task_id", "seed"]
+    if len(ours) != len(theirs) or not ours[keys].equals(theirs[keys]):
+        return max(len(ours), len(theirs))
+    return int((~(ours == theirs).all(axis=1)).sum())
+
+
+def file_run(
+    run: Path,
+    cell: str,
+    expected: dict[str, Any],
+    sweep: str,
+    overrides: Sequence[str],
+    root: Path,
+    split: str | None = None,
+    on_step: Callable[[str], None] = lambda message: None,
+) -> FiledRun:
+    """Check, replay the validation of, evaluate and file one finished run (see the module)."""
+    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.train.config import config_from_dict
+
+    record = check_run(run, expected)
+    config = config_from_dict(record["config"])
+    split = split or evaluation_split(config.env)
+    policy = Path(run) / "checkpoint" / "policy"
+    recorded_val = float(record["validation"]["val_success"])
+    existing = filed_submission(root, config.env, split, record["weights"])
+    if existing is not None:
+        filed_run = load_metadata(existing / METADATA_FILE).training_run
+        assert filed_run is not None  # filed_submission finds only submissions with one
+        return FiledRun(
+            run=Path(run),
+            submission=existing,
+            filed=False,
+            val_success=recorded_val,
+            val_success_harness=filed_run.val_success_harness,
+            val_episodes_differing=None,
+            test_success=float(validate_submission(existing).figures["success"]["mean"]),
+        )
+    work = Path(root) / WORK / cell / f"seed{config.seed}-{record['weights']}"
+    on_step(f"{run}: replaying the final validation ({config.val_split})")
+    val_config = config.validation_eval(policy)
+    val_summary = evaluate(
+        val_config, work / "val", resume=True, batch_size=config.forward_batch_size
+    )
+    harness_val = float(val_summary["success"]["mean"])
+    recorded_folder = Path(run) / "val" / f"iter-{record['iterations']:04d}"
+    differing = _differing_episodes(work / "val", recorded_folder)
+
+    on_step(f"{run}: evaluating on {config.env}/{split}")
+    test_config = EvalConfig(
+        env=config.env,
+        split=split,
+        agent=val_config.agent,
+        seeds=[config.seed],
+    )
+    test = work / "test"
+    summary = evaluate(test_config, test, resume=True, batch_size=config.forward_batch_size)
+    curve = {
+        str(row["iteration"]): float(row["val_success"])
+        for row in _metrics(run)
+        if "val_success" in row
+    }
+    commit = record["git_commit"]
+    version = f"agentbench-rl {agentbench_rl.__version__}"
+    metadata = {
+        "name": f"{cell} seed {config.seed}"[:80],
+        "estimator": config.estimator,
+        "training": {
+            "iterations": record["iterations"],
+            "rollouts": record["iterations"] * config.n_tasks * config.group_size,
+        },
+        "parameters": parameter_count(policy),
+        "seeds": [config.seed],
+        "code_version": f"{version}@{commit[:12]}" if commit else version,
+        "contact": TRAINED_CONTACT,
+        "url": None,
+        "training_run": {
+            "sweep": sweep,
+            "overrides": list(overrides),
+            "cell": cell,
+            "seed": config.seed,
+            "config_sha256": record["config_sha256"],
+            "iterations": record["iterations"],
+            "weights": record["weights"],
+            "git_commit": commit,
+            "git_dirty": record["git_dirty"],
+            "val_success": recorded_val,
+            "val_success_harness": harness_val,
+        },
+    }
+    atomic_write_text(test / METADATA_FILE, json.dumps(metadata, indent=1) + "\n")
+    atomic_write_text(test / CURVES_FILE, json.dumps({str(config.seed): curve}, indent=1) + "\n")
+    filed = submit(test, root)
+    shutil.rmtree(work, ignore_errors=True)
+    return FiledRun(
+        run=Path(run),
+        submission=filed,
+        filed=True,
+        val_success=recorded_val,
+        val_success_harness=harness_val,
+        val_episodes_differing=differing,
+        test_success=float(summary["success"]["mean"]),
+    )
+
+
+def file_runs(
+    sweep_file: Path,
+    runs_root: Path,
+    root: Path,
+    overrides: Sequence[str] = (),
+    split: str | None = None,
+    on_step: Callable[[str], None] = lambda message: None,
+) -> tuple[list[FiledRun], list[str]]:
+    """File every finished run of the sweep under ``runs_root``; return what was filed and
+    one line per run that could not be (unfinished runs are passed over silently)."""
+    from agentbench_rl.train.sweep import is_finished, load_sweep
+
+    sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
+    done, problems = [], []
+    for run in sweep.runs(overrides):
+        if not is_finished(run.folder):
+            continue
+        try:
+            done.append(
+                file_run(
+                    run.folder,
+                    run.cell,
+                    run.config.to_dict(),
+                    str(sweep_file),
+                    overrides,
+                    root,
+                    split,
+                    on_step,
+                )
+            )
+        except RunError as problem:
+            problems.append(str(problem))
+    return done, problems

@@ -1,0 +1,243 @@
+"""Trained here: the ``training_run`` metadata, its check against the played weights, the boards'
+"Trained here" section, and ``leaderboard file-runs`` on a tiny sweep trained on the spot.
+
+The submissions of the board tests are real harness runs of the random agent on the 200 Sokoban
+val levels, one per seed, dressed as trained runs; expected figures are computed here by hand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from submission_helpers import copy_of, episodes_of, read_json, rejection, write_json
+
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.leaderboard.render import render
+from agentbench_rl.leaderboard.store import stored_submissions, submit
+from agentbench_rl.leaderboard.validate import validate_submission
+
+WEIGHTS = "0123456789abcdef"
+
+
+def metadata(seed: int, estimator: str | None = None, weights: str = WEIGHTS) -> dict[str, Any]:
+    """A submission's metadata; trained (with a training_run) when ``estimator`` is given."""
+    base: dict[str, Any] = {
+        "name": f"random seed {seed}" if estimator is None else f"tiny {estimator} seed {seed}",
+        "estimator": estimator,
+        "training": None if estimator is None else {"iterations": 40, "rollouts": 3840},
+        "parameters": None if estimator is None else 1_000_000,
+        "seeds": [seed],
+        "code_version": "test",
+        "contact": "tests",
+        "url": None,
+    }
+    if estimator is not None:
+        base["training_run"] = {
+            "sweep": "baselines/sokoban-tiny-cpu-campaign.yaml",
+            "overrides": [],
+            "cell": f"sokoban-tiny-cpu-campaign-{estimator}",
+            "seed": seed,
+            "config_sha256": "ab" * 32,
+            "iterations": 40,
+            "weights": weights,
+            "git_commit": "c0ffee" * 6 + "c0ff",
+            "git_dirty": seed == 1,
+            "val_success": 0.5,
+            "val_success_harness": 0.5,
+        }
+    return base
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Random-agent results on sokoban/val, one folder per seed 0, 1, 2 (never modified)."""
+    scratch = tmp_path_factory.mktemp("trained")
+    folders = {}
+    for seed in (0, 1, 2):
+        folder = scratch / f"seed{seed}"
+        evaluate(EvalConfig(env="sokoban", split="val", agent="random", seeds=[seed]), folder)
+        folders[seed] = folder
+    return folders
+
+
+def dressed(run: Path, target: Path, meta: dict[str, Any], played: str | None = WEIGHTS) -> Path:
+    """A copy of ``run`` with ``meta`` and the played weights recorded as ``played``."""
+    folder = copy_of(run, target)
+    write_json(folder / "metadata.json", meta)
+    summary = read_json(folder / "summary.json")
+    summary["provenance"]["agent_weights"] = played
+    write_json(folder / "summary.json", summary)
+    return folder
+
+
+def test_a_training_run_must_name_the_weights_that_were_played(
+    runs: dict[int, Path], tmp_path: Path
+) -> None:
+    good = dressed(runs[0], tmp_path / "good", metadata(0, "gigpo"))
+    assert validate_submission(good).metadata.training_run is not None
+    other = dressed(runs[0], tmp_path / "other", metadata(0, "gigpo"), played="fedcba9876543210")
+    assert rejection(other) == (
+        "metadata.json: training_run.weights 0123456789abcdef differ from the weights the "
+        'episodes were played with ("fedcba9876543210")'
+    )
+    unknown = dressed(runs[0], tmp_path / "unknown", metadata(0, "gigpo"), played=None)
+    assert "records no weights fingerprint" in rejection(unknown)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"estimator": None}, "a training_run needs the estimator and the training budget"),
+        ({"training": None}, "a training_run needs the estimator and the training budget"),
+        ({"training_run": {"weights": "XYZ"}}, "field 'training_run.weights'"),
+        ({"training_run": {"val_success": 1.5}}, "field 'training_run.val_success'"),
+        ({"training_run": {"extra": 1}}, "unknown field 'training_run.extra'"),
+    ],
+)
+def test_training_run_metadata_is_checked(
+    runs: dict[int, Path], tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    meta = metadata(0, "gigpo")
+    for key, value in change.items():
+        if key == "training_run":
+            meta["training_run"] = {**meta["training_run"], **value}
+        else:
+            meta[key] = value
+    assert message in rejection(dressed(runs[0], tmp_path / "s", meta))
+
+
+def success_by_hand(folder: Path) -> float:
+    episodes = episodes_of(folder)
+    return float(episodes["success"].sum()) / len(episodes)
+
+
+def test_the_board_shows_runs_trained_here_in_their_own_section(
+    runs: dict[int, Path], tmp_path: Path
+) -> None:
+    root = tmp_path / "boards"
+    submit(dressed(runs[0], tmp_path / "reference", metadata(0)), root)
+    trained = {("gigpo", 0): 0, ("gigpo", 1): 1, ("grpo", 2): 2}
+    for (estimator, seed), source in trained.items():
+        folder = dressed(runs[source], tmp_path / f"{estimator}{seed}", metadata(seed, estimator))
+        write_json(folder / "curves.json", {str(seed): {"20": 0.4, "40": 0.5}})
+        submit(folder, root)
+    render(root)
+    markdown = (root / "README.md").read_text("utf-8")
+    main = markdown.split("### sokoban / val\n", 1)[1].split("###", 1)[0]
+    assert "random seed 0" in main and "tiny gigpo" not in main
+    section = markdown.split("### sokoban / val: trained here\n", 1)[1]
+    tables = [block for block in section.split("\n\n") if block.startswith("|")]
+    summary = [line.strip("|").split(" | ") for line in tables[0].splitlines()[2:]]
+    rows = [line.strip("|").split(" | ") for line in tables[1].splitlines()[2:]]
+    # Per run: by estimator, then seed; the dirty tree is said; val shows trainer / harness.
+    assert [(row[1], row[2]) for row in rows] == [("gigpo", "0"), ("gigpo", "1"), ("grpo", "2")]
+    assert rows[1][-1].strip() == "c0ffeec0ffee (dirty)" and rows[0][-1].strip() == "c0ffeec0ffee"
+    assert rows[0][-2] == WEIGHTS and "50.0 / 50.0" in rows[0]
+    # Per estimator: the mean of its runs' success; for two values a, b the 95% t-interval is
+    # mean ± t(0.975, 1) * |a - b| / 2 with t(0.975, 1) = 12.7062 (tables).
+    a, b = success_by_hand(runs[0]), success_by_hand(runs[1])
+    mean, half = (a + b) / 2, 12.7062 * abs(a - b) / 2
+    gigpo = next(row for row in summary if row[1] == "gigpo")
+    assert gigpo[2:4] == ["2", "0, 1"]
+    assert gigpo[4].strip() == (
+        f"{100 * mean:.1f} \\[{100 * (mean - half):.1f}, {100 * (mean + half):.1f}\\]"
+    )
+    grpo = next(row for row in summary if row[1] == "grpo")
+    assert grpo[4].strip() == f"{100 * success_by_hand(runs[2]):.1f} \\[—\\]"
+    page = (root / "site" / "index.html").read_text("utf-8")
+    assert page.count('class="trained-row"') == 3 and 'id="sokoban-val-trained"' in page
+
+
+# ------------------------------------------------------------------------------ file-runs
+TINY = {
+    "iterations": 1,
+    "n_tasks": 1,
+    "group_size": 2,
+    "max_steps": 3,
+    "action_mode": "choose",
+    "val_limit": 4,
+    "val_every": 1,
+    "val_greedy": True,
+    "forward_batch_size": 64,
+    "tiny": {
+        "hidden_size": 32,
+        "layers": 1,
+        "heads": 2,
+        "kv_heads": 1,
+        "intermediate_size": 64,
+        "tokenizer_episodes": 2,
+    },
+}
+
+
+@pytest.mark.slow  # a tiny training run, then the 500 Sokoban test levels
+def test_file_runs_files_each_finished_run_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torch")
+    yaml = pytest.importorskip("yaml")
+    pytest.importorskip("matplotlib")
+    from agentbench_rl.cli import main
+    from agentbench_rl.harness.provenance import weights_fingerprint
+    from agentbench_rl.train.sweep import load_sweep, run_sweep
+
+    sweep = tmp_path / "tiny.yaml"
+    runs_root = tmp_path / "runs"
+    sweep.write_text(
+        yaml.safe_dump({"name": "t", "out": str(runs_root), "grid": {"seed": [0, 1]}, "base": TINY})
+    )
+    run_sweep(load_sweep(sweep), runner="sequential")
+    (runs_root / "t" / "seed1" / "done.json").unlink()  # seed 1 "has not finished"
+    root = tmp_path / "boards"
+
+    with pytest.raises(SystemExit) as first:
+        main(["leaderboard", "file-runs", str(sweep), "--root", str(root)])
+    assert first.value.code in (0, None), capsys.readouterr().err
+    filed = stored_submissions(root)
+    assert len(filed) == 1 and filed[0].parent == root / "sokoban" / "test"
+    run = runs_root / "t" / "seed0"
+    meta = read_json(filed[0] / "metadata.json")
+    training_run = meta["training_run"]
+    state = read_json(run / "checkpoint" / "state.json")
+    assert training_run["weights"] == weights_fingerprint(run / "checkpoint" / "policy")
+    assert training_run["weights"] == state["weights"]
+    assert training_run["git_commit"] == state["git_commit"]
+    assert (
+        training_run["config_sha256"]
+        == hashlib.sha256((run / "config.yaml").read_bytes()).hexdigest()
+    )
+    assert (training_run["cell"], training_run["seed"], training_run["sweep"]) == (
+        "t",
+        0,
+        str(sweep),
+    )
+    # The harness's replay of the final validation equals what the trainer recorded.
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    final = [row for row in rows if row["iteration"] == 1 and "val_success" in row][-1]
+    assert math.isclose(training_run["val_success"], final["val_success"])
+    assert training_run["val_success_harness"] == training_run["val_success"]
+    assert meta["seeds"] == [0] and meta["estimator"] == "gigpo"
+    assert meta["training"] == {"iterations": 1, "rollouts": 2}
+    summary = read_json(filed[0] / "summary.json")
+    assert summary["agent"] == f"hf:{run}/checkpoint/policy?greedy=true"
+    assert read_json(filed[0] / "curves.json") == {
+        "0": {str(row["iteration"]): row["val_success"] for row in rows if "val_success" in row}
+    }
+    assert "trained here" in (root / "README.md").read_text("utf-8")
+    assert not any((root / ".file-runs").iterdir())  # the scratch evaluations are gone
+
+    # A rerun files nothing new; a run trained with another config is named, not filed.
+    with pytest.raises(SystemExit) as second:
+        main(["leaderboard", "file-runs", str(sweep), "--root", str(root), "group_size=4"])
+    err = capsys.readouterr().err
+    assert second.value.code == 1
+    assert "trained with group_size 2 but the sweep gives 4" in err
+    with pytest.raises(SystemExit) as third:
+        main(["leaderboard", "file-runs", str(sweep), "--root", str(root)])
+    assert third.value.code in (0, None), capsys.readouterr().err
+    assert stored_submissions(root) == filed
