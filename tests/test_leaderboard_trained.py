@@ -149,6 +149,8 @@ def test_the_board_shows_runs_trained_here_in_their_own_section(
     )
     grpo = next(row for row in summary if row[1] == "grpo")
     assert grpo[4].strip() == f"{100 * success_by_hand(runs[2]):.1f} \\[—\\]"
+    assert "](site/sokoban-val-trained.png)" in section
+    assert (root / "site" / "sokoban-val-trained.png").is_file()
     page = (root / "site" / "index.html").read_text("utf-8")
     assert page.count('class="trained-row"') == 3 and 'id="sokoban-val-trained"' in page
 

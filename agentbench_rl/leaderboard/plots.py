@@ -105,11 +105,14 @@ def success_plot(board: Board) -> bytes:
         return _png(figure)
 
 
-def category_plot(board: Board) -> bytes:
-    """Success (%) per category, one bar per entry in rank order."""
+def category_plot(board: Board) -> bytes | None:
+    """Success (%) per category, one bar per entry in rank order (the entries trained here have
+    their own plot, :func:`trained_plot`); ``None`` when no other entry is on the board."""
+    entries = board.submitted
+    if not entries:
+        return None
     with _fixed_style():
         categories = board.categories
-        entries = board.entries
         figure = _figure(3.0)
         axes = figure.add_subplot()
         width = 0.8 / len(entries)
@@ -134,11 +137,12 @@ def category_plot(board: Board) -> bytes:
 
 
 def curves_plot(board: Board) -> bytes | None:
-    """Validation success over training iterations, one panel per entry with curves (else None).
+    """Validation success over training iterations, one panel per entry with curves (else None;
+    the entries trained here are drawn together by :func:`trained_plot`).
 
     Each seed is a line; the dashed line is the 95% threshold and the dotted one the budget.
     """
-    entries = [entry for entry in board.entries if entry.curves]
+    entries = [entry for entry in board.submitted if entry.curves]
     if not entries:
         return None
     from matplotlib.ticker import MaxNLocator
@@ -167,4 +171,43 @@ def curves_plot(board: Board) -> bytes | None:
             axes.legend(fontsize=8, loc="lower right")
             axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         panels[-1].set_xlabel("training iteration")
+        return _png(figure)
+
+
+def trained_plot(board: Board) -> bytes | None:
+    """The validation curves of the runs trained here, one colour per estimator: a thin line per
+    run, a thick one for the mean over the runs at each iteration (``None`` without such runs)."""
+    by_estimator: dict[str, list[dict[int, float]]] = {}
+    for entry in board.trained_here:
+        for curve in (entry.curves or {}).values():
+            by_estimator.setdefault(entry.metadata.estimator or "", []).append(curve)
+    if not by_estimator:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    with _fixed_style():
+        figure = _figure(3.6)
+        axes = figure.add_subplot()
+        for index, estimator in enumerate(sorted(by_estimator)):
+            colour = COLOURS[index % len(COLOURS)]
+            curves = by_estimator[estimator]
+            for curve in curves:
+                iterations = sorted(curve)
+                values = [100 * curve[i] for i in iterations]
+                axes.plot(iterations, values, color=colour, linewidth=0.7, alpha=0.4)
+            points = sorted({i for curve in curves for i in curve})
+            means = [
+                100 * sum(c[i] for c in curves if i in c) / sum(i in c for c in curves)
+                for i in points
+            ]
+            label = f"{_label(estimator)} ({len(curves)} run{'s' * (len(curves) > 1)})"
+            axes.plot(points, means, color=colour, linewidth=2.0, label=label)
+        axes.axhline(THRESHOLD_PERCENT, color="#999999", linestyle="--", linewidth=1)
+        axes.set_ylim(0, 105)
+        axes.set_xlabel("training iteration")
+        axes.set_ylabel("val success (%)")
+        axes.set_title(f"{board.env} / {board.split}: trained here, validation during training")
+        axes.grid(color="#eeeeee", linewidth=0.6)
+        axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         return _png(figure)

@@ -10,7 +10,8 @@ Layout written under the root (``leaderboards/``)::
     README.md                  one table per env and split, the agents trained here in their own
                                section after it, then the env's reported rows
     site/index.html            the same as one HTML page (no script, no server needed)
-    site/<env>-<split>-success.png, -categories.png, -curves.png (where curves exist)
+    site/<env>-<split>-success.png, -categories.png, -curves.png (where curves exist),
+        -trained.png (where runs trained here are filed)
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from pathlib import Path
 from agentbench_rl.harness.results import atomic_write_bytes, atomic_write_text
 from agentbench_rl.harness.stats import t_interval
 from agentbench_rl.leaderboard.board import Board, Entry, collect_boards
-from agentbench_rl.leaderboard.plots import category_plot, curves_plot, success_plot
+from agentbench_rl.leaderboard.plots import (
+    category_plot,
+    curves_plot,
+    success_plot,
+    trained_plot,
+)
 from agentbench_rl.leaderboard.reported import ReportedNumbers, ReportedRow, load_reported
 from agentbench_rl.leaderboard.store import check_root
 
@@ -382,12 +388,16 @@ def render_markdown(
             if board.submitted:
                 out += [markdown_table(validated_table(board)), ""]
             for kind, name in _plot_files(board):
-                if name in plots:
+                if name in plots and kind != TRAINED_PLOT:
                     out += [f"![{board.env} / {board.split}: {_CAPTIONS[kind]}]({SITE}/{name})", ""]
             if board.trained_here:
                 out += [f"### {board.env} / {board.split}: trained here", "", TRAINED_INTRO, ""]
                 out += [markdown_table(estimator_table(board)), ""]
                 out += [markdown_table(trained_table(board)), ""]
+                name = _plot_name(board, TRAINED_PLOT)
+                if name in plots:
+                    caption = f"{board.env} / {board.split}: {_CAPTIONS[TRAINED_PLOT]}"
+                    out += [f"![{caption}]({SITE}/{name})", ""]
         rows = reported.rows_for(env)
         if rows:
             out += [f"### {env}: reported by papers", ""]
@@ -479,7 +489,10 @@ _CAPTIONS = {
     "success": "success (%) with 95% interval",
     "categories": "success (%) per category",
     "curves": "validation success over training iterations",
+    "trained": "validation success of the runs trained here (thin: a run; thick: the mean)",
 }
+#: The plot shown in a board's "trained here" section rather than after its main table.
+TRAINED_PLOT = "trained"
 
 
 def render_html(boards: Sequence[Board], reported: ReportedNumbers, plots: dict[str, bytes]) -> str:
@@ -514,7 +527,7 @@ def render_html(boards: Sequence[Board], reported: ReportedNumbers, plots: dict[
                 out.append(html_table(validated_table(board)))
             out.append('<div class="plots">')
             for kind, name in _plot_files(board):
-                if name in plots:
+                if name in plots and kind != TRAINED_PLOT:
                     caption = f"{board.env} / {board.split}: {_CAPTIONS[kind]}"
                     out.append(_html_figure(name, plots[name], caption))
             out += ["</div>", "</section>"]
@@ -525,8 +538,12 @@ def render_html(boards: Sequence[Board], reported: ReportedNumbers, plots: dict[
                     f'<p class="intro">{_inline_html(TRAINED_INTRO)}</p>',
                     html_table(estimator_table(board)),
                     html_table(trained_table(board)),
-                    "</section>",
                 ]
+                name = _plot_name(board, TRAINED_PLOT)
+                if name in plots:
+                    caption = f"{board.env} / {board.split}: {_CAPTIONS[TRAINED_PLOT]}"
+                    out.append(_html_figure(name, plots[name], caption))
+                out.append("</section>")
         rows = reported.rows_for(env)
         if rows:
             out += [
@@ -541,21 +558,29 @@ def render_html(boards: Sequence[Board], reported: ReportedNumbers, plots: dict[
 
 
 # ---------------------------------------------------------------------------------- files
+def _plot_name(board: Board, kind: str) -> str:
+    return f"{board.slug}-{kind}.png"
+
+
 def _plot_files(board: Board) -> list[tuple[str, str]]:
     """(kind, file name) of each plot a board may have, in page order."""
-    return [(kind, f"{board.slug}-{kind}.png") for kind in _CAPTIONS]
+    return [(kind, _plot_name(board, kind)) for kind in _CAPTIONS]
 
 
 def draw_plots(boards: Sequence[Board]) -> dict[str, bytes]:
-    """Every plot of every board, by file name (a board without curves has no curves plot)."""
+    """Every plot of every board, by file name (a plot with nothing to show is left out)."""
+    draw = {
+        "success": success_plot,
+        "categories": category_plot,
+        "curves": curves_plot,
+        TRAINED_PLOT: trained_plot,
+    }
     plots: dict[str, bytes] = {}
     for board in boards:
-        (_, success), (_, categories), (_, curves) = _plot_files(board)
-        plots[success] = success_plot(board)
-        plots[categories] = category_plot(board)
-        curves_png = curves_plot(board)
-        if curves_png is not None:
-            plots[curves] = curves_png
+        for kind, name in _plot_files(board):
+            png = draw[kind](board)
+            if png is not None:
+                plots[name] = png
     return plots
 
 

@@ -21,7 +21,9 @@ each finished one (``done.json``) not yet on the board:
 
 It is idempotent and resumable: a run whose weights are already filed on the board (and still
 validate) is skipped; an evaluation killed part way resumes from its journal under
-``ROOT/.file-runs/`` (removed once the run is filed). Run folders are only read.
+``ROOT/.file-runs/`` (removed once the run is filed). Several ``file-runs`` may run at once: a
+run another one is evaluating (its results folder is locked) is passed over. Run folders are
+only read.
 """
 
 from __future__ import annotations
@@ -294,7 +296,13 @@ def file_run(
     }
     atomic_write_text(test / METADATA_FILE, json.dumps(metadata, indent=1) + "\n")
     atomic_write_text(test / CURVES_FILE, json.dumps({str(config.seed): curve}, indent=1) + "\n")
-    filed = submit(test, root)
+    try:
+        filed = submit(test, root)
+    except SubmissionError:
+        # Filed meanwhile by another file-runs (the same files give the same id): keep that one.
+        if (found := filed_submission(root, config.env, split, record["weights"])) is None:
+            raise
+        filed = found
     shutil.rmtree(work, ignore_errors=True)
     return FiledRun(
         run=Path(run),
@@ -317,6 +325,7 @@ def file_runs(
 ) -> tuple[list[FiledRun], list[str]]:
     """File every finished run of the sweep under ``runs_root``; return what was filed and
     one line per run that could not be (unfinished runs are passed over silently)."""
+    from agentbench_rl.harness.journal import FolderInUseError
     from agentbench_rl.train.sweep import is_finished, load_sweep
 
     sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
@@ -339,4 +348,6 @@ def file_runs(
             )
         except RunError as problem:
             problems.append(str(problem))
+        except FolderInUseError as busy:  # another file-runs is evaluating it: leave it to that
+            on_step(f"{run.folder}: passed over, {busy}")
     return done, problems
