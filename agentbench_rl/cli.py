@@ -786,11 +786,10 @@ def leaderboard_file_runs(
     for header in ("run", "val % trainer", "val % harness", "episodes differing", "test %", ""):
         table.add_column(header)
     for item in done:
-        harness = item.val_success_harness
         table.add_row(
             escape(f"{item.run.parent.name}/{item.run.name}"),
             percent(item.val_success),
-            "—" if harness is None else percent(harness),
+            percent(item.val_success_harness),
             "—" if item.val_episodes_differing is None else str(item.val_episodes_differing),
             percent(item.test_success),
             escape(("filed as " if item.filed else "on the board as ") + item.submission.name),

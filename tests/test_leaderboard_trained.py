@@ -243,3 +243,96 @@ def test_file_runs_files_each_finished_run_once(
         main(["leaderboard", "file-runs", str(sweep), "--root", str(root)])
     assert third.value.code in (0, None), capsys.readouterr().err
     assert stored_submissions(root) == filed
+
+
+# ------------------------------------------------------------------------------ run checks
+def fake_run(folder: Path, iterations: int = 2) -> dict[str, Any]:
+    """A finished run folder as the trainer leaves it (weights are any bytes: only their
+    fingerprint matters here); returns the config dict its sweep would give it."""
+    yaml = pytest.importorskip("yaml")
+    from agentbench_rl.harness.provenance import weights_fingerprint
+    from agentbench_rl.train.config import TrainConfig, dump_config
+
+    config = TrainConfig(iterations=iterations)
+    config.bc.cache_dir = "/somewhere/.bc-cache"
+    (folder / "checkpoint" / "policy").mkdir(parents=True)
+    (folder / "checkpoint" / "policy" / "model.safetensors").write_bytes(b"weights")
+    weights = weights_fingerprint(folder / "checkpoint" / "policy")
+    (folder / "config.yaml").write_text(dump_config(config))
+    write_json(
+        folder / "checkpoint" / "state.json",
+        {"iteration": iterations, "weights": weights, "git_commit": "a" * 40, "git_dirty": False},
+    )
+    rows = [
+        {"iteration": 0, "val_success": 0.25, "val_weights": "x"},
+        {"iteration": iterations, "val_success": 0.5, "val_weights": weights},
+    ]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (folder / "done.json").write_text("{}")
+    expected = yaml.safe_load(dump_config(config))
+    expected["bc"]["cache_dir"] = "elsewhere/.bc-cache"  # where BC is cached changes no number
+    return dict(expected)
+
+
+def test_check_run_reads_a_finished_run(tmp_path: Path) -> None:
+    from agentbench_rl.leaderboard.trained import check_run
+
+    expected = fake_run(tmp_path)
+    record = check_run(tmp_path, expected)
+    assert (
+        record["config_sha256"]
+        == hashlib.sha256((tmp_path / "config.yaml").read_bytes()).hexdigest()
+    )
+    assert record["weights"] == read_json(tmp_path / "checkpoint" / "state.json")["weights"]
+    assert (record["iterations"], record["git_commit"], record["git_dirty"]) == (2, "a" * 40, False)
+    assert record["validation"]["val_success"] == 0.5
+
+
+def _edit_state(run: Path, **values: Any) -> None:
+    state = read_json(run / "checkpoint" / "state.json")
+    write_json(run / "checkpoint" / "state.json", {**state, **values})
+
+
+def _edit_final_row(run: Path, **values: Any) -> None:
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    rows[-1] = {**rows[-1], **values}
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda run, expected: expected.update(learning_rate=0.5),
+            "trained with learning_rate 1e-06 but the sweep gives 0.5",
+        ),
+        (
+            lambda run, expected: _edit_state(run, weights="0" * 16),
+            "checkpoint/policy has weights",
+        ),
+        (
+            lambda run, expected: _edit_state(run, iteration=1),
+            "the checkpoint is of iteration 1, not the last (2)",
+        ),
+        (
+            lambda run, expected: _edit_final_row(run, val_weights="f" * 16),
+            "the final validation played weights ffffffffffffffff",
+        ),
+        (
+            lambda run, expected: _edit_final_row(run, iteration=1),
+            "metrics.jsonl has no validation of the last iteration 2",
+        ),
+        (
+            lambda run, expected: (run / "checkpoint" / "state.json").unlink(),
+            "checkpoint/state.json is missing",
+        ),
+    ],
+)
+def test_check_run_names_what_does_not_fit(tmp_path: Path, edit: Any, message: str) -> None:
+    from agentbench_rl.leaderboard.trained import RunError, check_run
+
+    expected = fake_run(tmp_path)
+    edit(tmp_path, expected)
+    with pytest.raises(RunError) as refused:
+        check_run(tmp_path, expected)
+    assert message in str(refused.value) and str(tmp_path) in str(refused.value)

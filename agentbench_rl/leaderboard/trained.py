@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -71,8 +72,9 @@ class FiledRun:
         submission: the filed submission folder (or the one already on the board).
         filed: ``True`` when filed now, ``False`` when it was already on the board.
         val_success: the run's final validation success as the trainer recorded it.
-        val_success_harness: the same validation replayed by the harness (``None`` if skipped).
-        val_episodes_differing: validation episodes whose outcome differs from the recorded ones.
+        val_success_harness: the same validation replayed by the harness.
+        val_episodes_differing: replayed validation episodes whose outcome differs from the
+            recorded ones (``None``: not compared, as for a run already on the board).
         test_success: success on the evaluation split.
     """
 
@@ -80,7 +82,7 @@ class FiledRun:
     submission: Path
     filed: bool
     val_success: float
-    val_success_harness: float | None
+    val_success_harness: float
     val_episodes_differing: int | None
     test_success: float
 
@@ -98,11 +100,7 @@ def parameter_count(policy: Path) -> int:
     for path in sorted(Path(policy).glob(f"*{WEIGHT_SUFFIXES[0]}")):
         with safe_open(str(path), framework="np") as weights:
             for name in weights.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                shape = weights.get_slice(name).get_shape()
-                count = 1
-                for size in shape:
-                    count *= int(size)
-                total += count
+                total += math.prod(int(size) for size in weights.get_slice(name).get_shape())
     return total
 
 
@@ -166,6 +164,12 @@ def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
             f"{run}: the checkpoint is of iteration {state.get('iteration')}, "
             f"not the last ({stored['iterations']})"
         )
+    validation = _final_validation(run, int(state["iteration"]))
+    if validation.get("val_weights", weights) != weights:
+        raise RunError(
+            f"{run}: the final validation played weights {validation['val_weights']}, "
+            f"not the checkpoint's {weights}"
+        )
     return {
         "config": stored,
         "config_sha256": hashlib.sha256(raw).hexdigest(),
@@ -173,7 +177,7 @@ def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
         "weights": weights,
         "git_commit": state.get("git_commit"),
         "git_dirty": state.get("git_dirty"),
-        "validation": _final_validation(run, int(state["iteration"])),
+        "validation": validation,
     }
 
 
