@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from submission_helpers import copy_of, episodes_of, read_json, rejection, write_json
+from test_train_cli import TINY
 
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
@@ -156,25 +157,8 @@ def test_the_board_shows_runs_trained_here_in_their_own_section(
 
 
 # ------------------------------------------------------------------------------ file-runs
-TINY = {
-    "iterations": 1,
-    "n_tasks": 1,
-    "group_size": 2,
-    "max_steps": 3,
-    "action_mode": "choose",
-    "val_limit": 4,
-    "val_every": 1,
-    "val_greedy": True,
-    "forward_batch_size": 64,
-    "tiny": {
-        "hidden_size": 32,
-        "layers": 1,
-        "heads": 2,
-        "kv_heads": 1,
-        "intermediate_size": 64,
-        "tokenizer_episodes": 2,
-    },
-}
+#: The tiny run of the CLI tests, validated greedily (file-runs gets the same overrides).
+TINY_GREEDY = [*TINY, "val_greedy=true"]
 
 
 @pytest.mark.slow  # a tiny training run, then the 500 Sokoban test levels
@@ -191,14 +175,14 @@ def test_file_runs_files_each_finished_run_once(
     sweep = tmp_path / "tiny.yaml"
     runs_root = tmp_path / "runs"
     sweep.write_text(
-        yaml.safe_dump({"name": "t", "out": str(runs_root), "grid": {"seed": [0, 1]}, "base": TINY})
+        yaml.safe_dump({"name": "t", "out": str(runs_root), "grid": {"seed": [0, 1]}, "base": {}})
     )
-    run_sweep(load_sweep(sweep), runner="sequential")
+    run_sweep(load_sweep(sweep), TINY_GREEDY, runner="sequential")
     (runs_root / "t" / "seed1" / "done.json").unlink()  # seed 1 "has not finished"
     root = tmp_path / "boards"
 
     with pytest.raises(SystemExit) as first:
-        main(["leaderboard", "file-runs", str(sweep), "--root", str(root)])
+        main(["leaderboard", "file-runs", str(sweep), *TINY_GREEDY, "--root", str(root)])
     assert first.value.code in (0, None), capsys.readouterr().err
     filed = stored_submissions(root)
     assert len(filed) == 1 and filed[0].parent == root / "sokoban" / "test"
@@ -213,11 +197,8 @@ def test_file_runs_files_each_finished_run_once(
         training_run["config_sha256"]
         == hashlib.sha256((run / "config.yaml").read_bytes()).hexdigest()
     )
-    assert (training_run["cell"], training_run["seed"], training_run["sweep"]) == (
-        "t",
-        0,
-        str(sweep),
-    )
+    assert (training_run["cell"], training_run["seed"]) == ("t", 0)
+    assert (training_run["sweep"], training_run["overrides"]) == (str(sweep), TINY_GREEDY)
     # The harness's replay of the final validation equals what the trainer recorded.
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     final = [row for row in rows if row["iteration"] == 1 and "val_success" in row][-1]
@@ -235,12 +216,22 @@ def test_file_runs_files_each_finished_run_once(
 
     # A rerun files nothing new; a run trained with another config is named, not filed.
     with pytest.raises(SystemExit) as second:
-        main(["leaderboard", "file-runs", str(sweep), "--root", str(root), "group_size=4"])
+        main(
+            [
+                "leaderboard",
+                "file-runs",
+                str(sweep),
+                *TINY_GREEDY,
+                "group_size=4",
+                "--root",
+                str(root),
+            ]
+        )
     err = capsys.readouterr().err
     assert second.value.code == 1
     assert "trained with group_size 2 but the sweep gives 4" in err
     with pytest.raises(SystemExit) as third:
-        main(["leaderboard", "file-runs", str(sweep), "--root", str(root)])
+        main(["leaderboard", "file-runs", str(sweep), *TINY_GREEDY, "--root", str(root)])
     assert third.value.code in (0, None), capsys.readouterr().err
     assert stored_submissions(root) == filed
 
@@ -336,3 +327,25 @@ def test_check_run_names_what_does_not_fit(tmp_path: Path, edit: Any, message: s
     with pytest.raises(RunError) as refused:
         check_run(tmp_path, expected)
     assert message in str(refused.value) and str(tmp_path) in str(refused.value)
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(120, True), (500, True), (501, False)])
+def test_an_agent_spec_may_be_a_long_checkpoint_path(
+    runs: dict[int, Path], tmp_path: Path, length: int, accepted: bool
+) -> None:
+    folder = copy_of(runs[0], tmp_path / "s")
+    write_json(folder / "metadata.json", metadata(0))
+    agent = "hf:/" + "x" * (length - len("hf:/?greedy=true")) + "?greedy=true"
+    assert len(agent) == length
+    for name in ("summary.json", "config.json"):
+        data = read_json(folder / name)
+        data["agent"] = agent
+        if name == "summary.json":
+            data["config"]["agent"] = agent
+        write_json(folder / name, data)
+    if accepted:
+        assert validate_submission(folder).agent == agent
+    else:
+        assert rejection(folder) == (
+            "summary.json: agent must be one line of printable text (at most 500 characters)"
+        )

@@ -56,6 +56,9 @@ PACKAGE_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,4}((a|b|rc|\.post|\.dev)[0-9]+
 GIT_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 #: A category or agent name: one line of printable text (it becomes a table header or cell).
 _ONE_LINE = re.compile(r"[^\x00-\x1f\x7f]{1,100}")
+#: An agent spec: one line, long enough for an ``hf:`` path to a checkpoint deep in a folder tree.
+MAX_AGENT_LENGTH = 500
+_AGENT = re.compile(rf"[^\x00-\x1f\x7f]{{1,{MAX_AGENT_LENGTH}}}")
 #: Bound on an episode's return where the env has no reward rule to check it against.
 MAX_RETURN = 1e9
 #: Fields of summary.json that the harness writes besides the figures ``summarize`` recomputes.
@@ -296,8 +299,11 @@ def _check_data(data: Any) -> dict[str, Any] | None:
 def _check_formats(summary: dict[str, Any]) -> None:
     """The text fields of the summary that the harness writes have the harness's forms."""
     agent, version, commit = summary["agent"], summary["package_version"], summary["git_commit"]
-    if not isinstance(agent, str) or not _ONE_LINE.fullmatch(agent):
-        raise SubmissionError(f"{SUMMARY}: agent must be one line of printable text")
+    if not isinstance(agent, str) or not _AGENT.fullmatch(agent):
+        raise SubmissionError(
+            f"{SUMMARY}: agent must be one line of printable text "
+            f"(at most {MAX_AGENT_LENGTH} characters)"
+        )
     if not isinstance(version, str) or not PACKAGE_VERSION.fullmatch(version):
         raise SubmissionError(
             f"{SUMMARY}: package_version {json.dumps(version)[:60]} is not a package version "
