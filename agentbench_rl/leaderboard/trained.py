@@ -1,8 +1,9 @@
 """Trained here: the final checkpoint of every finished run of a sweep, filed as a submission.
 
 ``agentbench-rl leaderboard file-runs SWEEP --runs-root DIR`` goes through the runs of a sweep's
-grid (``DIR/<cell>/seed<k>/``, as ``agentbench-rl sweep SWEEP --out DIR`` lays them out) and, for
-each finished one (``done.json``) not yet on the board:
+grid (``DIR/<cell>/seed<k>/``, as ``agentbench-rl sweep SWEEP --out DIR`` lays them out),
+seed-major like the sweep (every cell of seed 0 first), and, for each finished one
+(``done.json``) not yet on the board:
 
 1. checks the folder is that run: its ``config.yaml`` is the config the sweep and overrides give
    the cell (where BC results are cached aside, which changes no number), the checkpoint is of
@@ -308,6 +309,11 @@ def file_run(
             raise
         filed = found
     shutil.rmtree(work, ignore_errors=True)
+    for emptied in (work.parent, work.parent.parent):  # the cell's and the scratch folder
+        try:
+            emptied.rmdir()
+        except OSError:  # not empty: other runs are in progress there
+            break
     return FiledRun(
         run=Path(run),
         submission=filed,
@@ -334,7 +340,8 @@ def file_runs(
 
     sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
     done, problems = [], []
-    for run in sweep.runs(overrides):
+    # Seed-major, as the sweep trains: stopped part way, the board holds whole seeds.
+    for run in sorted(sweep.runs(overrides), key=lambda run: run.seed):
         if not is_finished(run.folder):
             continue
         try:
