@@ -102,13 +102,11 @@ def rates(counts: dict[str, int]) -> dict[str, float]:
 def rollout_batches(config: TrainConfig, batches: int) -> list[StepBatch]:
     """The step batches (hidden states included) of iterations 1 .. ``batches`` of a run of
     ``config`` that never updates its start policy."""
-    import torch
 
     from agentbench_rl.rollout.batched import success_rewards
     from agentbench_rl.train.ppo import initial_policy, iteration_rollout, make_pool
 
-    if config.torch_threads > 0:
-        torch.set_num_threads(config.torch_threads)
+    config.use_torch_threads()
     policy, _ = initial_policy(config, "cpu", None)
     pool = make_pool(config)
     out = []

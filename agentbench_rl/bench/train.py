@@ -68,8 +68,7 @@ def prepared(
     from agentbench_rl.rollout.scripted import train_task_ids
     from agentbench_rl.train.ppo import initial_policy, make_pool
 
-    if config.torch_threads > 0:
-        torch.set_num_threads(config.torch_threads)
+    config.use_torch_threads()
     policy, _ = initial_policy(config, "cpu", None)
     if tick is not None:
         tick("model built (tokenizer, behaviour cloning)")

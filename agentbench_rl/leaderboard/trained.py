@@ -247,6 +247,7 @@ def file_run(
             val_episodes_differing=None,
             test_success=float(validate_submission(existing).figures["success"]["mean"]),
         )
+    config.use_torch_threads()  # as the run validated (and a thread each is fastest here)
     work = Path(root) / WORK / cell / f"seed{config.seed}-{record['weights']}"
     on_step(f"{run}: replaying the final validation ({config.val_split})")
     val_config = config.validation_eval(policy)

@@ -220,6 +220,14 @@ class TrainConfig:
 
         return "hidden" in resolve(self.estimator).needs
 
+    def use_torch_threads(self) -> None:
+        """Give torch this config's ``torch_threads`` CPU threads (0: leave torch's default);
+        training, its benches and the replay of its validation all run on the same count."""
+        if self.torch_threads > 0:
+            import torch
+
+            torch.set_num_threads(self.torch_threads)
+
     def validation_eval(self, policy: Path) -> EvalConfig:
         """The harness evaluation that validates the weights saved in ``policy``: the val split,
         seeds, limit and step limit of this config, greedy when ``val_greedy``. The trainer's

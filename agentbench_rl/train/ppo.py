@@ -614,8 +614,7 @@ def train(
     run = Path(out)
     _prepare_run(config, run, resume)
     _seed_everything(config.seed)
-    if config.torch_threads > 0:
-        torch.set_num_threads(config.torch_threads)
+    config.use_torch_threads()
     device = resolve_device(config.device)
 
     progress = Progress(
