@@ -148,6 +148,9 @@ def test_the_board_shows_runs_trained_here_in_their_own_section(
     assert gigpo[4].strip() == (
         f"{100 * mean:.1f} \\[{100 * (mean - half):.1f}, {100 * (mean + half):.1f}\\]"
     )
+    # The curves of the runs start at 40% (iteration 20) and end at 50%: the trainer's final
+    # validation in the metadata (0.5) is what the final column shows.
+    assert gigpo[5].strip() == "40.0 → 50.0"
     grpo = next(row for row in summary if row[1] == "grpo")
     assert grpo[4].strip() == f"{100 * success_by_hand(runs[2]):.1f} \\[—\\]"
     assert "](site/sokoban-val-trained.png)" in section

@@ -216,7 +216,7 @@ TRAINED_INTRO = (
     "harness replays it from the checkpoint. weights: the fingerprint of the evaluated weights; "
     "trained at: the package commit of the final checkpoint (dirty: with uncommitted changes). "
     "The summary gives each estimator's mean over its runs with a 95% t-interval over the "
-    "training seeds."
+    "training seeds, and the mean of its runs' first and final validations."
 )
 
 
@@ -283,7 +283,11 @@ def estimator_table(board: Board) -> Table:
             low, high = t_interval(test)
             interval = f"{percent(low)}, {percent(high)}"
         runs = [run for entry in entries if (run := entry.metadata.training_run)]
-        val = sum(run.val_success for run in runs) / len(runs)
+        val = percent(sum(run.val_success for run in runs) / len(runs))
+        # The first validation of each run's curve: the start the run improved on (or not).
+        firsts = [c[min(c)] for entry in entries for c in (entry.curves or {}).values() if c]
+        if firsts:
+            val = f"{percent(sum(firsts) / len(firsts))} → {val}"
         seeds = sorted(run.seed for run in runs)
         summary.append((mean, estimator, len(entries), seeds, interval, val))
     summary.sort(key=lambda row: (-row[0], row[1]))
@@ -294,11 +298,18 @@ def estimator_table(board: Board) -> Table:
             _plain(str(runs)),
             _plain(", ".join(str(seed) for seed in seeds)),
             _plain(f"{percent(mean)} [{interval}]"),
-            _plain(percent(val)),
+            _plain(val),
         )
         for rank, (mean, estimator, runs, seeds, interval, val) in enumerate(summary, start=1)
     )
-    headers = ("#", "estimator", "runs", "seeds", "success % [95% t over seeds]", "val % (trainer)")
+    headers = (
+        "#",
+        "estimator",
+        "runs",
+        "seeds",
+        "success % [95% t over seeds]",
+        "val % (first → final validation)",
+    )
     align = ("r", "l", "r", "l", "r", "r")
     ids = tuple(row[1] for row in summary)
     return Table("trained-summary", headers, align, rows, ids)
