@@ -78,6 +78,10 @@ class EvalConfig:
     episodes_format: str = "csv"
     save_trajectories: bool = False
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Only the tasks of these categories (such as TextCraft's "depth-1"), before ``limit``
+    # samples; None: every category. A plain None default, so folders written before the field
+    # existed resume as they were.
+    categories: list[str] | None = None
 
     def validate(self) -> TextAgentEnv[Any]:
         """Raise ``ValueError`` with one line naming the first problem; return the env made to
@@ -120,15 +124,31 @@ class EvalConfig:
         return make(self.env, split=self.split, **kwargs)
 
     def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
-        """The task ids evaluated, in split order: the whole split, or with ``limit`` a seeded
-        sample stratified by category (see :mod:`agentbench_rl.harness.sampling`), for which
-        ``env`` (made if not given) tells each task's category."""
+        """The task ids evaluated, in split order: the whole split (its tasks of ``categories``
+        when given), or with ``limit`` a seeded sample of those stratified by category (see
+        :mod:`agentbench_rl.harness.sampling`), for which ``env`` (made if not given) tells each
+        task's category.
+
+        Example:
+            >>> config = EvalConfig("textcraft", "test", "random", categories=["depth-1"], limit=3)
+            >>> len(config.tasks())
+            3
+        """
         ids = env_class(self.env).task_ids(self.split)
+        if not self.categories and (not self.limit or self.limit >= len(ids)):
+            return ids
+        categories = task_categories(env or self.make_env(), self.split, ids)
+        if self.categories:
+            wanted = set(self.categories)
+            ids = [task for task in ids if categories[task] in wanted]
+            if not ids:
+                raise ValueError(
+                    f"categories: no task of split '{self.split}' is in {sorted(wanted)} "
+                    f"(it has {', '.join(sorted(set(categories.values())))})"
+                )
         if not self.limit or self.limit >= len(ids):
             return ids
-        return stratified_sample(
-            task_categories(env or self.make_env(), self.split, ids), self.limit
-        )
+        return stratified_sample({task: categories[task] for task in ids}, self.limit)
 
 
 def parse_env_options(options: list[str]) -> dict[str, Any]:
@@ -388,13 +408,19 @@ def _evaluate_in(
     done = _prepare_folder(config, out, resume, console)
     fingerprint = record_agent(out, config.agent)
     tasks = config.tasks(env)
-    if config.limit and len(tasks) < len(env.task_ids(config.split)) and console is not None:
-        console.print(
-            f"--limit {config.limit}: a sample of {len(tasks)} of the "
-            f"{len(env.task_ids(config.split))} tasks (seeded, stratified by category), "
-            "not the whole split",
-            highlight=False,
-        )
+    total = len(env.task_ids(config.split))
+    if len(tasks) < total and console is not None:
+        if config.categories:
+            what = f"categories {', '.join(config.categories)}"
+            if config.limit:
+                what += f"; --limit {config.limit}, seeded, stratified by category"
+            message = f"{len(tasks)} of the {total} tasks ({what}), not the whole split"
+        else:
+            message = (
+                f"--limit {config.limit}: a sample of {len(tasks)} of the {total} tasks "
+                "(seeded, stratified by category), not the whole split"
+            )
+        console.print(message, highlight=False)
     order = {task: index for index, task in enumerate(tasks)}
     finished = {(row["task_id"], int(row["seed"])) for row in done}
     jobs = [(task, seed) for seed in config.seeds for task in tasks if (task, seed) not in finished]

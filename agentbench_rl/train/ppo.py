@@ -481,6 +481,7 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
         limit=config.val_limit,
         max_steps=config.max_steps,
         env_kwargs=dict(config.env_kwargs),
+        categories=list(config.val_categories) or None,
     )
     summary = evaluate(
         eval_config,
@@ -502,11 +503,25 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
 
 
 def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
-    """Success, return, length and invalid rate of the iteration's trajectories."""
+    """Success, return, length and invalid rate of the iteration's trajectories, and the share
+    of groups whose trajectories all succeeded or all failed (``train/uniform_groups``: with the
+    success reward their episode returns are equal, so an episode-level advantage is 0 there).
+
+    Example:
+        >>> batch = RolloutBatch(episodes=[
+        ...     {"group": g, "success": s, "return": 10.0 * s, "steps": 2, "invalid": 0}
+        ...     for g, s in [(0, True), (0, False), (1, False), (1, False)]])
+        >>> rollout_metrics(batch)["train/uniform_groups"]  # group 1 all failed
+        0.5
+    """
     episodes = rollout.episodes
     steps = sum(e["steps"] for e in episodes)
+    outcomes: dict[int, set[bool]] = {}
+    for episode in episodes:
+        outcomes.setdefault(episode["group"], set()).add(bool(episode["success"]))
     return {
         "train/success": float(np.mean([e["success"] for e in episodes])),
+        "train/uniform_groups": float(np.mean([len(seen) == 1 for seen in outcomes.values()])),
         "train/return": float(np.mean([e["return"] for e in episodes])),
         "train/episode_length": float(np.mean([e["steps"] for e in episodes])),
         "train/invalid_rate": float(sum(e["invalid"] for e in episodes) / max(1, steps)),
