@@ -48,7 +48,7 @@ class ReportedRow(BaseModel):
     variant: str | None = Field(
         min_length=1,
         description="The paper's variant of the method, shown in brackets after it, e.g. "
-        "'w/ std' for GiGPO with std normalisation; null for the method as named.",
+        "'w/ std' (with std normalisation); null for the method as named.",
     )
     setting: str = Field(min_length=1, description="What was measured, in the paper's words.")
     success: Percent
