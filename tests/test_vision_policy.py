@@ -349,3 +349,50 @@ def test_generate_never_writes_vision_placeholders(
     np.testing.assert_allclose(
         logprobs[0, : len(out.logprobs[0])].detach().numpy(), out.logprobs[0], atol=1e-4
     )
+
+
+def test_long_prompts_are_cut_but_never_inside_an_image(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    """``max_prompt_tokens`` keeps a prompt's last tokens; an image the cut would split is
+    dropped whole (its start, pads and end, its pixel values and grid), and what is left still
+    acts and trains alike (M-RoPE positions over the cut prompt)."""
+    model, tokenizer, processor = tiny_vl
+    texts, admissible = prompts
+    first, second = texts[0].images[0], texts[1].images[0]
+    two_frames = Prompt(str(texts[0]), [first, second])
+    whole = policy_of(tiny_vl, "choose").encode_prompt(two_frames)
+    assert isinstance(whole, ImagePromptIds) and len(whole.images) == 2
+    start, end = (tokenizer.convert_tokens_to_ids(t) for t in ("<|vision_start|>", "<|vision_end|>"))
+    spans = whole.image_spans()
+    assert [(whole[a], whole[b - 1]) for a, b in spans] == [(start, end)] * 2
+    assert [b - a for a, b in spans] == [11, 11]  # 9 pads (test above) + start + end
+
+    def cut_to(limit: int) -> Policy:
+        policy = policy_of(tiny_vl, "choose")
+        policy.max_prompt_tokens = limit
+        return policy
+
+    # the cut falls before both images: plain last-n cut, both frames kept
+    kept = cut_to(len(whole) - spans[0][0]).encode_prompt(two_frames)
+    assert isinstance(kept, ImagePromptIds) and list(kept) == whole[spans[0][0] :]
+    assert len(kept.images) == 2 and torch.equal(kept.pixel_values, whole.pixel_values)
+    # the cut falls inside the first image: it goes whole, the second stays with its own patches
+    policy = cut_to(len(whole) - spans[0][0] - 3)
+    cut = policy.encode_prompt(two_frames)
+    assert isinstance(cut, ImagePromptIds) and list(cut) == whole[spans[0][1] :]
+    assert len(cut.images) == 1 and np.array_equal(cut.images[0], second)
+    alone = policy_of(tiny_vl, "choose").encode_prompt(Prompt(str(texts[0]), [second]))
+    assert isinstance(alone, ImagePromptIds)
+    assert torch.equal(cut.pixel_values, alone.pixel_values)
+    assert cut.image_grid_thw.tolist() == [[1, 6, 6]]
+    out = policy.act([two_frames], [admissible[0]], torch.Generator().manual_seed(0))
+    assert out.choices is not None and out.chosen is not None
+    trained, _ = choice_logprobs(
+        model, out.prompt_ids, out.choices, out.chosen, policy.pad_id, policy.temperature
+    )
+    np.testing.assert_allclose(trained.detach().numpy(), out.logprobs[0], atol=1e-4)
+    # the cut falls inside the last image: no image is left, a text prompt remains
+    text_only = cut_to(len(whole) - spans[1][0] - 1).encode_prompt(two_frames)
+    assert not isinstance(text_only, ImagePromptIds)
+    assert text_only == whole[spans[1][1] :] and start not in text_only

@@ -437,12 +437,12 @@ class Policy:
 
     def encode_prompt(self, prompt_text: str) -> list[int]:
         """Token ids of :meth:`model_input`, cut to the last ``max_prompt_tokens`` (a prompt
-        with images is never cut: it would cut an image's tokens)."""
+        with images never inside an image: see :meth:`ImagePromptIds.last`)."""
         images = self._images(prompt_text)
         if images:
             return encode_with_images(
                 self.tokenizer, self.image_processor, self.model_input(prompt_text), images
-            )
+            ).last(self.max_prompt_tokens)
         ids: list[int] = self.tokenizer(self.model_input(prompt_text), add_special_tokens=False)[
             "input_ids"
         ]

@@ -80,6 +80,59 @@ class ImagePromptIds(list[int]):
         pad = self.image_token_id
         return [t for k, t in enumerate(self) if t != pad or k == 0 or self[k - 1] != pad]
 
+    def image_spans(self) -> list[tuple[int, int]]:
+        """``(first, end)`` index range of each image's tokens: its run of pads with the token
+        either side (``<|vision_start|>`` and ``<|vision_end|>``, as the chat template writes
+        them).
+
+        Example:
+            >>> ImagePromptIds([1, 5, 9, 9, 6, 2], torch.zeros(0), torch.zeros(0), [], 9).image_spans()
+            [(1, 5)]
+        """
+        spans, k = [], 0
+        while k < len(self):
+            if self[k] != self.image_token_id:
+                k += 1
+                continue
+            end = k
+            while end < len(self) and self[end] == self.image_token_id:
+                end += 1
+            spans.append((max(k - 1, 0), min(end + 1, len(self))))
+            k = end
+        return spans
+
+    def last(self, max_tokens: int) -> list[int]:
+        """The last ``max_tokens`` ids, as a text prompt is cut, but never inside an image: an
+        image the cut would split is dropped whole (pads, start and end tokens, pixel values
+        and grid), so the prompt may come out shorter than ``max_tokens``. A plain list when no
+        image is left.
+
+        Example (ids 5 and 6 open and close the image, 9 is its pad):
+            >>> ids = ImagePromptIds([1, 5, 9, 9, 6, 2], torch.zeros(4, 1), torch.tensor([[1, 2, 2]]),
+            ...                      ["frame"], 9)
+            >>> ids.last(5).images, ids.last(4)
+            (('frame',), [2])
+        """
+        if len(self) <= max_tokens:
+            return self
+        cut = len(self) - max_tokens
+        spans = self.image_spans()
+        for first, end in spans:
+            if first < cut < end:
+                cut = end  # the cut falls inside this image: drop it whole
+        kept = [n for n, (first, _) in enumerate(spans) if first >= cut]
+        if not kept:
+            return list(self[cut:])
+        # images are cut from the front, so the kept ones are the last; their patches likewise
+        patches = int(self.image_grid_thw[: kept[0]].prod(dim=1).sum())
+        return ImagePromptIds(
+            self[cut:],
+            self.pixel_values[patches:],
+            self.image_grid_thw[kept[0] :],
+            self.images[kept[0] :],
+            self.image_token_id,
+        )
+
 
 def is_vision_language(model: Any) -> bool:
     """Whether ``model`` takes images (its config has a vision tower)."""
