@@ -304,7 +304,7 @@ def test_greedy_validation_over_several_seeds_is_recorded(tmp_path: Path) -> Non
 
 
 def test_batch_std_normalisation_by_hand() -> None:
-    from agentbench_rl.train.ppo import normalize_advantages
+    from agentbench_rl.estimators.common import normalize_advantages
 
     # [4, 0, -2, -2]: mean 0, variance (16 + 0 + 4 + 4) / 4 = 6
     raw = np.array([4.0, 0.0, -2.0, -2.0])

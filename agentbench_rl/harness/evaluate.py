@@ -199,6 +199,7 @@ class BatchPlayer:
         concurrency: int = 1,
         agent: Agent | BatchAgent | None = None,
         out: Path | None = None,
+        prepared: Agent | BatchAgent | None = None,
     ) -> None:
         self.batch_size, self.spec = batch_size, config.agent
         # With --save-trajectories every env records its episode, written to OUT as it ends.
@@ -206,7 +207,11 @@ class BatchPlayer:
         self.envs: list[Any] = [config.make_env() for _ in range(batch_size)]
         if self.out is not None:
             self.envs = [RecordingEnv(env) for env in self.envs]
-        first = agent if agent is not None else load_agent(config.agent)
+        # ``prepared``: the first agent of config.agent, already loaded by evaluate's check.
+        if agent is not None:
+            first = agent
+        else:
+            first = prepared if prepared is not None else load_agent(config.agent)
         if concurrency > 1:
             if not hasattr(first, "concurrency"):
                 raise ValueError(f"--concurrency: agent '{config.agent}' sends no requests")
@@ -266,10 +271,12 @@ def _run_jobs(
     batch_size: int,
     concurrency: int,
     out: Path,
+    prepared: Agent | BatchAgent | None = None,
 ) -> Iterator[dict[str, Any]]:
     batch_size = min(batch_size, len(jobs))
     if workers == 1 or len(jobs) <= batch_size:
-        yield from BatchPlayer(config, batch_size, concurrency, agent, out).play(jobs)
+        player = BatchPlayer(config, batch_size, concurrency, agent, out, prepared)
+        yield from player.play(jobs)
         return
     batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
@@ -363,13 +370,22 @@ def evaluate(
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     if agent is not None and workers != 1:
         raise ValueError("an agent object plays in this process only: use workers=1")
+    # Load what the agent loads (an hf: model) before anything is written: a model that cannot
+    # load is one ValueError naming it, not an agent error on the first episode. With workers,
+    # each worker loads its own copy and this one is dropped.
+    prepared: Agent | BatchAgent | None = agent if agent is not None else load_agent(config.agent)
+    prepare = getattr(prepared, "prepare", None)
+    if callable(prepare):
+        prepare()
+    if workers > 1:
+        prepared = None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
     with ResultsLock(out):  # one run writes a results folder at a time
         return _evaluate_in(
-            config, env, out, workers, resume, console, agent, batch_size, concurrency
+            config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared
         )
 
 
@@ -383,6 +399,7 @@ def _evaluate_in(
     agent: Agent | BatchAgent | None,
     batch_size: int,
     concurrency: int,
+    prepared: Agent | BatchAgent | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     done = _prepare_folder(config, out, resume, console)
@@ -418,7 +435,8 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers, agent, batch_size, concurrency, out):
+            played = _run_jobs(config, jobs, workers, agent, batch_size, concurrency, out, prepared)
+            for row in played:
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)

@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 
 from agentbench_rl.agents.prompting import (
     PromptConfig,
@@ -666,20 +667,23 @@ def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> 
     ``temperature``, ``history``, ``device``, ``dtype``) override. Raises ``ValueError`` when
     the model cannot be loaded."""
     options = dict(options or {})
-    settings = read_settings(Path(target))
-
-    def pick(name: str, default: Any) -> Any:
-        return options.get(name, settings.get(name, default))
-
     try:
+        settings = read_settings(Path(target))
         model, tokenizer = load_pretrained(
             target,
             dtype=options.get("dtype", "float32"),
             device=resolve_device(options.get("device", "auto")),
         )
         image_processor = load_image_processor(target)
-    except OSError as problem:
-        raise ValueError(f"cannot load the model '{target}' ({problem})") from None
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as problem:
+        # transformers' reasons run over several lines; the first one says what is wrong.
+        reason = next((line for line in str(problem).splitlines() if line.strip()), "")
+        reason = reason.strip() or type(problem).__name__
+        raise ValueError(f"cannot load the model '{target}' ({reason})") from None
+
+    def pick(name: str, default: Any) -> Any:
+        return options.get(name, settings.get(name, default))
+
     prompt = PromptConfig(
         history=int(pick("history", 2)),
         history_observations=bool(settings.get("history_observations", True)),

@@ -20,9 +20,8 @@ from typing import Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
+from agentbench_rl.estimators.common import ADVANTAGE_NORMS
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
-
-ADVANTAGE_NORMS = ("none", "batch_std")
 
 
 @dataclass

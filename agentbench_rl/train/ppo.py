@@ -55,6 +55,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.estimators import compute
+from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
@@ -268,22 +269,6 @@ def iteration_rollout(
 
 
 # ---------------------------------------------------------------------- the PPO update
-def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
-    """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
-    standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
-
-    Example:
-        >>> normalize_advantages(np.array([3.0, -1.0, 1.0, 1.0]), "batch_std").tolist()
-        [2.1213203435596424, -0.7071067811865475, 0.7071067811865475, 0.7071067811865475]
-    """
-    if mode == "none":
-        return advantages
-    if mode != "batch_std":
-        raise ValueError(f"advantage_norm '{mode}' (choose from none, batch_std)")
-    std = float(advantages.std())
-    return advantages / std if std > 1e-8 else advantages
-
-
 def ppo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
