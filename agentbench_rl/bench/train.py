@@ -18,7 +18,8 @@ are compared is configuration: the base is the config's ``estimator``, the candi
 
 ``--versus MODEL`` measures instead what one iteration of the config costs with its own
 model against ``MODEL`` on the same config (e.g. ``tiny-vl`` against the text ``tiny`` on visual
-Sokoban: the text policy reads the grid only), again alternating A-B, B-A.
+Sokoban: the text policy reads the grid only), again alternating A-B, B-A, and how many bytes of
+pixel values the iteration's rows hold per row (rows showing one frame share its tensor).
 """
 
 from __future__ import annotations
@@ -167,13 +168,15 @@ def measure(
     return results
 
 
-def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]], Any]:
+def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int, int]], Any]:
     """A function running one iteration of ``config`` (rollout, its estimator, reference
     log-probs, PPO update; its model as built at the start of training) and returning its
-    seconds and rows, and the env pool to close afterwards."""
+    seconds, rows and the bytes of pixel values its rows hold, and the env pool to close
+    afterwards."""
     import torch
 
     from agentbench_rl.estimators import compute
+    from agentbench_rl.models.vision import pixel_bytes
     from agentbench_rl.rollout.batched import success_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
@@ -181,7 +184,7 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
     params = config.estimator_kwargs()
 
-    def iteration() -> tuple[float, int]:
+    def iteration() -> tuple[float, int, int]:
         began = time.perf_counter()
         batch = rollout(config.needs_hidden())
         step_batch = batch.step_batch(
@@ -190,24 +193,26 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]
         advantages = compute(config.estimator, step_batch, **params).advantages
         refs = reference_logprobs(policy.model, batch, policy, config.temperature)
         ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())
-        return time.perf_counter() - began, len(batch)
+        return time.perf_counter() - began, len(batch), pixel_bytes(batch.prompt_ids)
 
     return iteration, pool
 
 
 def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[str, float]:
-    """Median seconds (and rows) of one iteration of ``config`` with its model and with
-    ``other``, timed alternately; ``ratio`` is the first over the second."""
+    """Median seconds (and rows, and pixel values held per row) of one iteration of ``config``
+    with its model and with ``other``, timed alternately; ``ratio`` is the first over the
+    second."""
     timers = {
         "model": iteration_timer(config),
         "other": iteration_timer(replace(config, model=other)),
     }
     seconds: dict[str, list[float]] = {"model": [], "other": []}
     rows: dict[str, int] = {}
+    pixels: dict[str, int] = {}
     try:
         for repeat in range(repeats):
             for side in ("model", "other") if repeat % 2 == 0 else ("other", "model"):
-                spent, rows[side] = timers[side][0]()
+                spent, rows[side], pixels[side] = timers[side][0]()
                 seconds[side].append(spent)
     finally:
         for _, pool in timers.values():
@@ -217,6 +222,8 @@ def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[st
         "other_s": statistics.median(seconds["other"]),
         "model_rows": float(rows["model"]),
         "other_rows": float(rows["other"]),
+        "model_pixel_kb_per_row": pixels["model"] / 1000 / rows["model"],
+        "other_pixel_kb_per_row": pixels["other"] / 1000 / rows["other"],
     }
     results["ratio"] = results["model_s"] / results["other_s"]
     return results
@@ -245,9 +252,16 @@ def run(
             table.add_column("rows", justify="right")
             table.add_column("seconds", justify="right")
             table.add_column("ms per row", justify="right")
+            table.add_column("pixel KB per row", justify="right")
             for name, side in ((config.model, "model"), (versus, "other")):
                 rows, spent = compared[f"{side}_rows"], compared[f"{side}_s"]
-                table.add_row(name, f"{rows:.0f}", f"{spent:.2f}", f"{1000 * spent / rows:.1f}")
+                table.add_row(
+                    name,
+                    f"{rows:.0f}",
+                    f"{spent:.2f}",
+                    f"{1000 * spent / rows:.1f}",
+                    f"{compared[f'{side}_pixel_kb_per_row']:.1f}",
+                )
             console.print(table)
             console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
         return compared

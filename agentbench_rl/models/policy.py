@@ -42,6 +42,7 @@ from agentbench_rl.agents.prompting import (
     response_prefix,
 )
 from agentbench_rl.models.vision import (
+    FramePixels,
     encode_with_images,
     is_vision_language,
     load_image_processor,
@@ -388,6 +389,7 @@ class Policy:
         if is_vision_language(model) and image_processor is None:
             raise ValueError("a vision-language model needs its image processor")
         self.image_processor = image_processor
+        self.frame_pixels = FramePixels(image_processor) if image_processor is not None else None
         self.prompt = prompt
         self.temperature = temperature
         self.top_p = top_p
@@ -438,12 +440,12 @@ class Policy:
 
     def encode_prompt(self, prompt_text: str) -> list[int]:
         """Token ids of :meth:`model_input`, cut to the last ``max_prompt_tokens`` (a prompt
-        with images is never cut: it would cut an image's tokens)."""
+        with images never inside an image: see :meth:`ImagePromptIds.last`)."""
         images = self._images(prompt_text)
-        if images:
+        if images and self.frame_pixels is not None:
             return encode_with_images(
-                self.tokenizer, self.image_processor, self.model_input(prompt_text), images
-            )
+                self.tokenizer, self.frame_pixels, self.model_input(prompt_text), images
+            ).last(self.max_prompt_tokens)
         ids: list[int] = self.tokenizer(self.model_input(prompt_text), add_special_tokens=False)[
             "input_ids"
         ]
