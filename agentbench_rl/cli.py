@@ -492,18 +492,26 @@ def bench_train(
         str | None,
         typer.Option(help="Time an iteration of the config's model against this model instead."),
     ] = None,
+    candidate: Annotated[
+        str | None,
+        typer.Option(
+            help="Estimator whose extra cost over the config's estimator is measured "
+            "(default: bipace)."
+        ),
+    ] = None,
     overrides: Annotated[
         list[str] | None, typer.Argument(help="key=value config overrides.")
     ] = None,
 ) -> None:
-    """BiPACE's extra cost per training iteration against GiGPO, or (--versus) one model's
-    iteration cost against another's on the same config (needs the train extra)."""
+    """An estimator's extra cost per training iteration over the config's (default: BiPACE over
+    GiGPO), or (--versus) one model's iteration cost against another's on the same config
+    (needs the train extra)."""
 
     def measure() -> None:
         require("train", "bench train")
         from agentbench_rl.bench.train import run as run_train
 
-        run_train(config, overrides or [], repeats, Console(), versus)
+        run_train(config, overrides or [], repeats, Console(), versus, candidate)
 
     _with_train_extra(measure)
 

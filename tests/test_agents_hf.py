@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +15,10 @@ torch.set_num_threads(1)
 from agentbench_rl.agents import load_agent  # noqa: E402
 from agentbench_rl.agents.hf import HFAgent, parse_spec  # noqa: E402
 from agentbench_rl.agents.prompting import HistoryStep, PromptConfig  # noqa: E402
+from agentbench_rl.cli import main  # noqa: E402
+from agentbench_rl.harness.agent_errors import AgentError  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
-from agentbench_rl.models.policy import Policy  # noqa: E402
+from agentbench_rl.models.policy import POLICY_FILE, Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 
 SMALL = TinyModelConfig(
@@ -46,6 +49,41 @@ def test_missing_model_fails_with_one_line(tmp_path: Path) -> None:
     agent = HFAgent(f"hf:{tmp_path / 'nothing-here'}")
     with pytest.raises(ValueError, match="cannot load the model"):
         _ = agent.policy
+
+
+def _broken_copies(saved_policy: Path, root: Path) -> list[Path]:
+    """A missing folder, a checkpoint with truncated weights, one with unreadable settings."""
+    truncated, settings = root / "truncated", root / "settings"
+    for folder in (truncated, settings):
+        shutil.copytree(saved_policy, folder)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    (settings / POLICY_FILE).write_text("{", "utf-8")
+    return [root / "nothing-here", truncated, settings]
+
+
+def test_a_model_that_cannot_load_stops_the_run_before_any_episode(
+    saved_policy: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before the fix the model loaded on the first episode: the run wrote config.json and
+    # agent.json, then stopped with "agent hf:... raised ValueError on task val-0003, seed 0".
+    for target in _broken_copies(saved_policy, tmp_path):
+        spec = f"hf:{target}"
+        out = tmp_path / f"out-{target.name}"
+        config = EvalConfig(env="sokoban", split="val", agent=spec, limit=2, max_steps=3)
+        with pytest.raises(ValueError) as raised:
+            evaluate(config, out)
+        assert not isinstance(raised.value, AgentError)
+        message = str(raised.value)
+        assert message.startswith(f"agent '{spec}': cannot load the model '{target}' (")
+        assert "\n" not in message and not out.exists()
+        with pytest.raises(SystemExit) as exited:
+            main(["eval", "--env", "sokoban", "--split", "val", "--agent", spec, "--out", str(out)])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert exited.value.code == 2 and len(lines) == 1, err
+        assert "cannot load the model" in lines[0] and "raised" not in lines[0]
+        assert not out.exists()
 
 
 def test_saved_policy_plays_through_the_harness_reproducibly(

@@ -182,3 +182,19 @@ def test_command_rejects_an_unknown_mdp_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "unknown MDP(s) nope" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_table_columns_follow_the_configured_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before, the Markdown columns were written out for grpo and gigpo whatever REFERENCES held.
+    from agentbench_rl.bench.learning import report
+
+    monkeypatch.setattr(report, "REFERENCES", ("rloo",))
+    curves = {"m": {"rloo": np.array([[0.0, 0.5], [0.0, 0.7]]), "x": np.array([[0.0, 0.6]] * 2)}}
+    rows = report.summarise(
+        curves, {"m": 1.0}, {"m": {"rloo": {"singleton_rate": 0.0}, "x": {"singleton_rate": 0.0}}}
+    )
+    table = report.markdown_table(rows, "# t")
+    header = table.splitlines()[2]
+    assert header.endswith("| ΔAUC vs rloo | Δfinal vs rloo |") and "grpo" not in header
+    x_row = table.splitlines()[5]
+    assert x_row.count(" [") == 2  # both paired cells filled from the auc/final_vs_rloo keys

@@ -72,3 +72,27 @@ def test_categories_come_from_resets_where_the_env_has_no_map() -> None:
     categories = task_categories(env, "test", ["t1", "t2", "t3"])
     assert categories == {"t1": "odd", "t2": "even", "t3": "odd"}
     assert env.resets == ["t1", "t2", "t3"]
+
+
+def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
+    from io import StringIO
+
+    import pytest
+    from rich.console import Console
+
+    env = make("textcraft", split="test")
+    categories = task_categories(env, "test", env.task_ids("test"))
+    shallow = {t: c for t, c in categories.items() if c in ("depth-1", "depth-2")}
+    config = EvalConfig("textcraft", "test", "expert", categories=["depth-1", "depth-2"])
+    assert config.tasks() == list(shallow)  # every depth-1/2 goal, in split order
+    assert 0 < len(shallow) < len(categories)
+    config.limit = 10
+    # the sample is stratified over the chosen categories only
+    assert config.tasks() == stratified_sample(shallow, 10)
+    stream = StringIO()
+    summary = evaluate(config, tmp_path / "run", console=Console(file=stream, width=200))
+    assert "10 of the 200 tasks (categories depth-1, depth-2" in stream.getvalue()
+    assert summary["complete_split"] is False
+    assert summary["config"]["categories"] == ["depth-1", "depth-2"]
+    with pytest.raises(ValueError, match="no task of split 'test' is in"):
+        EvalConfig("textcraft", "test", "expert", categories=["depth-9"]).tasks()

@@ -122,6 +122,8 @@ def test_no_options_and_a_none_task_draw_a_task() -> None:
         ({"num_boxes": 0}, "num_boxes must be 1 to 3, got 0"),
         ({"num_boxes": 4}, "num_boxes must be 1 to 3, got 4"),
         ({"max_steps": 10_000}, "max_steps must be 1 to 100, got 10000"),
+        ({"solution_limit": 10_000}, "solution_limit must be 1 to 100, got 10000"),
+        ({"solution_limit": 0}, "solution_limit must be 1 to 100, got 0"),
         ({"width": 6.5}, "width must be a whole number, got 6.5"),
         ({"width": True}, "width must be a whole number, got True"),
     ],

@@ -36,7 +36,7 @@ from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.board import collect_boards
 from agentbench_rl.leaderboard.render import render
-from agentbench_rl.leaderboard.reported import load_reported
+from agentbench_rl.leaderboard.reported import ReportedRow, load_reported
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
 from agentbench_rl.leaderboard.serve import make_server, site_url
 from agentbench_rl.leaderboard.store import stored_submissions, submit
@@ -671,6 +671,17 @@ def test_reported_data_file_holds_every_number_of_estimators_md() -> None:
     }
     assert table == expected
     assert {row.paper for row in reported.rows if row.env == "textcraft"} == {"bipace"}
+
+
+def test_a_reported_variant_is_data_for_any_method() -> None:
+    # Before, only GiGPO rows could carry a variant (a gigpo_std flag checked against the name).
+    row = load_reported().rows[0].model_dump()
+    plain = ReportedRow.model_validate({**row, "method": "RLOO", "estimator": "rloo"})
+    assert plain.method_label == "RLOO"
+    variant = ReportedRow.model_validate({**row, "method": "GRPO", "variant": "w/o std"})
+    assert variant.method_label == "GRPO (w/o std)"
+    with pytest.raises(ValueError, match="variant"):
+        ReportedRow.model_validate({**row, "variant": ""})
 
 
 def test_html_escapes_names_and_links_entries(board_root: Path) -> None:

@@ -95,7 +95,7 @@ def test_solver_respects_max_steps_and_dead_boxes() -> None:
 def test_generator_is_seeded_and_every_level_fits_the_step_limit() -> None:
     assert generate_level(123) == generate_level(123)
     assert generate_level(123) != generate_level(124)
-    config = LevelConfig(width=7, height=7, num_boxes=2, max_steps=20)
+    config = LevelConfig(width=7, height=7, num_boxes=2, solution_limit=20)
     for seed in range(20):
         level = generate_level(seed, config)
         assert len(level.boxes) == 2 and not solved(level.room, level.boxes)
@@ -131,12 +131,37 @@ def test_splits_are_fixed_disjoint_and_pinned() -> None:
 
 
 def test_non_standard_setting_builds_its_own_fixed_splits() -> None:
-    config = LevelConfig(width=5, height=5, num_boxes=1, max_steps=10)
+    config = LevelConfig(width=5, height=5, num_boxes=1, solution_limit=10)
     levels = build_fixed_splits(config)
     payload = manifest_payload(config, levels)
     assert payload["config"]["width"] == 5 and len(payload["splits"]["test"]) == 500
-    env = SokobanEnv(split="test", width=5, height=5, max_steps=10)
+    env = SokobanEnv(split="test", width=5, height=5, solution_limit=10)
     assert env.checksum() == payload["checksums"]["test"] != SokobanEnv.split_checksum("test")
+
+
+@pytest.mark.parametrize("task", ["test-0003", "val-0010", "train-5"])
+def test_a_task_id_names_the_same_level_whatever_the_step_limit(task: str) -> None:
+    # Before the fix the step limit was part of the level seed: test-0003 under max_steps=3 was
+    # another room, with another split checksum (the ids must not move with the limit).
+    split = task.split("-")[0]
+    seen = set()
+    for max_steps in (3, 15, 40):
+        env = SokobanEnv(split=split, max_steps=max_steps)
+        obs, info = env.reset(options={"task_id": task})
+        seen.add((obs, info["category"], env.checksum() if split != "train" else None))
+    assert len(seen) == 1
+    if split != "train":
+        assert seen.pop()[2] == SokobanEnv.split_checksum(split)
+
+
+def test_the_step_limit_still_truncates_a_level_it_cannot_fit() -> None:
+    # test-0000's optimal solution (from the pinned manifest) is longer than 1 step: with a
+    # 1-step limit the expert is cut off, the level itself unchanged.
+    env = SokobanEnv(split="test", max_steps=1)
+    env.reset(options={"task_id": "test-0000"})
+    assert env.level.optimal_steps > 1
+    *_, terminated, truncated, _ = env.step(env.expert_action())
+    assert (terminated, truncated) == (False, True)
 
 
 @pytest.mark.parametrize("env_cls", [SokobanEnv, VisualSokobanEnv])

@@ -11,9 +11,13 @@ from agentbench_rl.bench.train import measure  # noqa: E402
 from agentbench_rl.train.config import config_from_dict  # noqa: E402
 
 
-def test_bipace_cost_parts_add_up() -> None:
+@pytest.mark.parametrize("candidate", ["bipace", "rloo"])
+def test_candidate_cost_parts_add_up(candidate: str) -> None:
+    # Before, the pair was fixed in code (compute("gigpo"), compute("bipace")); any registered
+    # estimator is now a candidate and the base is the config's estimator.
     config = config_from_dict(
         {
+            "estimator": "grpo",
             "n_tasks": 2,
             "group_size": 2,
             "max_steps": 3,
@@ -28,10 +32,11 @@ def test_bipace_cost_parts_add_up() -> None:
             },
         }
     )
-    results = measure(config, repeats=1)
+    results = measure(config, repeats=1, candidate=candidate)
     assert results["rows"] >= 4
-    base = results["rollout_s"] + results["gigpo_s"] + results["update_s"]
-    assert results["gigpo_iteration_s"] == pytest.approx(base)
-    extra = results["rollout_hidden_s"] - results["rollout_s"] + results["bipace_s"]
-    assert results["bipace_extra_s"] == pytest.approx(extra - results["gigpo_s"])
-    assert results["bipace_extra_percent"] == pytest.approx(100 * results["bipace_extra_s"] / base)
+    base = results["rollout_base_s"] + results["estimator_base_s"] + results["update_s"]
+    assert results["base_iteration_s"] == pytest.approx(base)
+    extra = results["rollout_candidate_s"] - results["rollout_base_s"]
+    extra += results["estimator_candidate_s"] - results["estimator_base_s"]
+    assert results["candidate_extra_s"] == pytest.approx(extra)
+    assert results["candidate_extra_percent"] == pytest.approx(100 * extra / base)

@@ -304,7 +304,7 @@ def test_greedy_validation_over_several_seeds_is_recorded(tmp_path: Path) -> Non
 
 
 def test_batch_std_normalisation_by_hand() -> None:
-    from agentbench_rl.train.ppo import normalize_advantages
+    from agentbench_rl.estimators.common import normalize_advantages
 
     # [4, 0, -2, -2]: mean 0, variance (16 + 0 + 4 + 4) / 4 = 6
     raw = np.array([4.0, 0.0, -2.0, -2.0])
@@ -345,3 +345,30 @@ def test_train_categories_restrict_the_task_draws() -> None:
         train_task_ids("sokoban", "train", 2, 0, ["x"])
     with pytest.raises(ValueError, match="no task of split"):
         train_task_ids("textcraft", "train", 2, 0, ["depth-9"])
+
+
+def test_categories_are_checked_before_any_work() -> None:
+    config = TrainConfig(env="textcraft", val_split="test", val_categories=["depth-9"])
+    with pytest.raises(ValueError, match="val_categories: no task of split 'test'"):
+        config.validate()
+    config = TrainConfig(env="textcraft", val_split="test", train_categories=["depth-0"])
+    with pytest.raises(ValueError, match="train_categories: no task of split 'train'"):
+        config.validate()
+    TrainConfig(env="textcraft", val_split="test", val_categories=["depth-1"]).validate()
+
+
+def test_validation_plays_only_the_val_categories(tmp_path: Path) -> None:
+    import csv
+    import json
+
+    from agentbench_rl.envs import env_class
+
+    metrics = train(tiny_config(val_categories=["hard"], val_limit=2), tmp_path / "run")
+    folder = tmp_path / "run" / "val" / "iter-0001"
+    assert json.loads((folder / "config.json").read_text())["categories"] == ["hard"]
+    hard = {t for t, c in env_class("sokoban").task_categories("val").items() if c == "hard"}
+    with open(folder / "episodes.csv", newline="") as handle:
+        played = [row["task_id"] for row in csv.DictReader(handle)]
+    assert len(played) == 2 and set(played) <= hard
+    # two groups of two: the share of groups whose members all succeeded or all failed
+    assert metrics[1]["train/uniform_groups"] in (0.0, 0.5, 1.0)

@@ -14,7 +14,8 @@ torch.set_num_threads(1)
 
 from agentbench_rl.agents.prompting import PromptConfig  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
-from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig, build_tiny  # noqa: E402
+from agentbench_rl.models.vision import build_tiny_vl  # noqa: E402
 from agentbench_rl.models.vllm_engine import (  # noqa: E402
     VLLMActor,
     prompt_batch,
@@ -87,6 +88,8 @@ def test_sampling_kwargs() -> None:
     }
     greedy = sampling_kwargs(0.8, 0.95, 128, seed=3, greedy=True)
     assert (greedy["temperature"], greedy["top_p"]) == (0.0, 1.0)
+    banned = sampling_kwargs(0.8, 0.95, 128, seed=3, bad_words=("<|image_pad|>",))
+    assert banned["bad_words"] == ["<|image_pad|>"]
 
 
 def test_prompt_batch_is_token_ids() -> None:
@@ -151,6 +154,7 @@ def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
     assert sent_prompts == prompt_batch([policy.encode_prompt(p) for p in prompts])
     assert [p["temperature"] for p in sent_params] == [0.8, 0.8]
     assert [p["max_tokens"] for p in sent_params] == [7, 7]
+    assert all("bad_words" not in p for p in sent_params)  # a text model bans nothing
     assert len({p["seed"] for p in sent_params}) == 2  # one seed per row
     assert out.responses == ["<think></think><action>up</action>"] * 2
     assert out.format_ok == [True, True]
@@ -170,6 +174,44 @@ def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
     assert torch.equal(
         llm.model.loaded["model.norm.weight"], policy.model.state_dict()["model.norm.weight"]
     )
+
+
+def test_vision_language_rows_ban_the_vision_tokens() -> None:
+    """vLLM encodes each ``bad_words`` string with the model's tokenizer and masks the result:
+    each must encode to exactly one of the four vision placeholder ids, and together they must
+    cover all four (a sampled ``<|image_pad|>`` breaks the training forward's M-RoPE)."""
+    from agentbench_rl.agents.prompting import build_prompt
+    from agentbench_rl.envs import make
+
+    prompt = PromptConfig(mode="generate", history_observations=False, instruction="")
+    tiny = TinyVLConfig(
+        hidden_size=32, layers=1, vision_depth=1, vision_hidden_size=16, tokenizer_episodes=2
+    )
+    model, tokenizer, processor = build_tiny_vl("visual_sokoban", {}, prompt, tiny, seed=0)
+    policy = Policy(model, tokenizer, prompt, max_new_tokens=7, image_processor=processor)
+    engines: list[FakeLLM] = []
+
+    def factory(folder: str) -> FakeLLM:
+        engines.append(FakeLLM(folder, tokenizer))
+        return engines[-1]
+
+    actor = VLLMActor(policy, engine_factory=factory, params_factory=dict)
+    env = make("visual_sokoban", split="test")
+    observation, info = env.reset(options={"task_id": "test-0000"})
+    row = build_prompt("visual_sokoban", observation, [], info["admissible_actions"], prompt)
+    actor.act([row, row], [["up"]] * 2, torch.Generator().manual_seed(0))
+    sent_prompts, sent_params = engines[0].calls[0]
+    assert "multi_modal_data" in sent_prompts[0]
+    vision_ids = {
+        model.config.image_token_id,
+        model.config.video_token_id,
+        model.config.vision_start_token_id,
+        model.config.vision_end_token_id,
+    }
+    for params in sent_params:
+        encoded = [tokenizer.encode(w, add_special_tokens=False) for w in params["bad_words"]]
+        assert all(len(ids) == 1 for ids in encoded), encoded
+        assert {ids[0] for ids in encoded} == vision_ids
 
 
 def test_without_vllm_the_engine_error_is_clear(policy: Policy) -> None:

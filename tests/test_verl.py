@@ -171,6 +171,29 @@ def test_train_engine_verl_errors_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()
 
 
+def test_train_categories_and_advantage_norm_reach_the_run(tmp_path: Path) -> None:
+    # Before, both were dropped: verl trained on every category with raw advantages.
+    import pandas as pd
+
+    from agentbench_rl.envs import env_class
+
+    config = TrainConfig(
+        env="textcraft", model="m", n_tasks=2, group_size=4, minibatch_size=8, iterations=2,
+        val_split="test", train_categories=["depth-1"], advantage_norm="batch_std",
+    )  # fmt: skip
+    verl_config = prepare_run(config, tmp_path / "run", ["trainer.n_gpus_per_node=1"])
+    train = pd.read_parquet(tmp_path / "run" / "verl-data" / "train.parquet")
+    known = env_class("textcraft").task_categories("train")
+    assert {known[info["task_id"]] for info in train["extra_info"]} == {"depth-1"}
+    path = verl_config.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    assert read_settings(path).advantage_norm == "batch_std"
+    with pytest.raises(ValueError, match="val_greedy"):
+        prepare_run(TrainConfig(env="sokoban", val_greedy=True), tmp_path / "greedy")
+    with pytest.raises(ValueError, match="train_categories: sokoban's split 'train'"):
+        prepare_run(TrainConfig(env="sokoban", train_categories=["easy"]), tmp_path / "cats")
+    assert not (tmp_path / "greedy").exists() and not (tmp_path / "cats").exists()
+
+
 def test_bipace_is_rejected_with_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"hidden state.*custom actor-worker method"):
         prepare_run(TrainConfig(env="sokoban", estimator="bipace"), tmp_path)

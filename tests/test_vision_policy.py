@@ -35,6 +35,7 @@ from agentbench_rl.models.vision import (  # noqa: E402
     ImagePromptIds,
     build_tiny_vl,
     image_token_count,
+    pixel_bytes,
     vision_token_ids,
     vllm_prompt,
 )
@@ -269,6 +270,9 @@ def test_bench_compares_vision_and_text_iterations() -> None:
     compared = compare_models(config, "tiny", repeats=1)
     assert compared["model_rows"] == compared["other_rows"] == 4  # 2 trajectories x 2 steps
     assert compared["ratio"] == pytest.approx(compared["model_s"] / compared["other_s"])
+    # 4 rows, at most 4 distinct frames of 36 x 1176 float32 pixel values; the text model none
+    assert 0 < compared["model_pixel_kb_per_row"] <= 36 * 1176 * 4 / 1000
+    assert compared["other_pixel_kb_per_row"] == 0.0
 
 
 @pytest.mark.gpu
@@ -349,3 +353,75 @@ def test_generate_never_writes_vision_placeholders(
     np.testing.assert_allclose(
         logprobs[0, : len(out.logprobs[0])].detach().numpy(), out.logprobs[0], atol=1e-4
     )
+
+
+def test_long_prompts_are_cut_but_never_inside_an_image(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    """``max_prompt_tokens`` keeps a prompt's last tokens; an image the cut would split is
+    dropped whole (its start, pads and end, its pixel values and grid), and what is left still
+    acts and trains alike (M-RoPE positions over the cut prompt)."""
+    model, tokenizer, _ = tiny_vl
+    texts, admissible = prompts
+    first, second = texts[0].images[0], texts[1].images[0]
+    two_frames = Prompt(str(texts[0]), [first, second])
+    whole = policy_of(tiny_vl, "choose").encode_prompt(two_frames)
+    assert isinstance(whole, ImagePromptIds) and len(whole.images) == 2
+    start, end = tokenizer.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"])
+    spans = whole.image_spans()
+    assert [(whole[a], whole[b - 1]) for a, b in spans] == [(start, end)] * 2
+    assert [b - a for a, b in spans] == [11, 11]  # 9 pads (test above) + start + end
+
+    def cut_to(limit: int) -> Policy:
+        policy = policy_of(tiny_vl, "choose")
+        policy.max_prompt_tokens = limit
+        return policy
+
+    # the cut falls before both images: plain last-n cut, both frames kept
+    kept = cut_to(len(whole) - spans[0][0]).encode_prompt(two_frames)
+    assert isinstance(kept, ImagePromptIds) and list(kept) == whole[spans[0][0] :]
+    assert len(kept.images) == 2 and torch.equal(kept.pixel_values, whole.pixel_values)
+    # the cut falls inside the first image: it goes whole, the second stays with its own patches
+    policy = cut_to(len(whole) - spans[0][0] - 3)
+    cut = policy.encode_prompt(two_frames)
+    assert isinstance(cut, ImagePromptIds) and list(cut) == whole[spans[0][1] :]
+    assert len(cut.images) == 1 and np.array_equal(cut.images[0], second)
+    alone = policy_of(tiny_vl, "choose").encode_prompt(Prompt(str(texts[0]), [second]))
+    assert isinstance(alone, ImagePromptIds)
+    assert torch.equal(cut.pixel_values, alone.pixel_values)
+    assert cut.image_grid_thw.tolist() == [[1, 6, 6]]
+    out = policy.act([two_frames], [admissible[0]], torch.Generator().manual_seed(0))
+    assert out.choices is not None and out.chosen is not None
+    trained, _ = choice_logprobs(
+        model, out.prompt_ids, out.choices, out.chosen, policy.pad_id, policy.temperature
+    )
+    np.testing.assert_allclose(trained.detach().numpy(), out.logprobs[0], atol=1e-4)
+    # the cut falls inside the last image: no image is left, a text prompt remains
+    text_only = cut_to(len(whole) - spans[1][0] - 1).encode_prompt(two_frames)
+    assert not isinstance(text_only, ImagePromptIds)
+    assert text_only == whole[spans[1][1] :] and start not in text_only
+
+
+def test_rows_showing_one_frame_share_its_pixel_values(
+    tiny_vl: tuple[Any, Any, Any], prompts: tuple[list[Prompt], list[list[str]]]
+) -> None:
+    """One tensor per distinct frame (equal frames, not only the same array), with the values
+    the image processor gives the frames all at once."""
+    processor = tiny_vl[2]
+    policy = policy_of(tiny_vl, "choose")
+    texts, _ = prompts
+    first, second = texts[0].images[0], texts[1].images[0]
+    rows = [
+        policy.encode_prompt(texts[0]),
+        policy.encode_prompt(Prompt(str(texts[1]), [first.copy()])),
+        policy.encode_prompt(texts[1]),
+    ]
+    assert all(isinstance(row, ImagePromptIds) for row in rows)
+    a, b, c = (row.pixel_values for row in rows if isinstance(row, ImagePromptIds))
+    assert a is b and c is not a
+    assert pixel_bytes(rows) == 2 * 36 * 1176 * 4  # two distinct frames, float32
+    both = policy.encode_prompt(Prompt(str(texts[0]), [first, second]))
+    together = processor(images=[first, second], return_tensors="pt")
+    assert isinstance(both, ImagePromptIds)
+    assert torch.equal(both.pixel_values, together["pixel_values"])
+    assert torch.equal(both.image_grid_thw, together["image_grid_thw"])

@@ -21,6 +21,11 @@ class Agent(Protocol):
     past steps (the driver keeps the history, so every prompt-building agent sees the same one);
     ``answer_format = "generate"`` makes a step valid only when the answer keeps the
     ``<think>..</think><action>..</action>`` format (the rule training uses).
+
+    An agent that loads something heavy on first use (``hf:`` loads its model) may define
+    ``prepare()``: the harness calls it once before the run starts, outside the guard that
+    reports an agent's exceptions per episode, so a model that cannot load stops the run with its
+    ``ValueError`` (one line naming the model) before any episode or results file.
     """
 
     name: str

@@ -6,9 +6,11 @@ Options follow a ``?``: ``hf:runs/x/checkpoint/policy?mode=choose&greedy=true``.
 mode only, the trainer's :class:`~agentbench_rl.models.vllm_engine.VLLMActor`). A checkpoint
 written by the trainer carries its prompt and sampling settings
 (``agentbench_policy.json``), so ``hf:<checkpoint>`` plays exactly as the policy was trained;
-an option overrides the stored value. The model loads on the first episode, not when the agent
-is built, so the harness's check of the agent spec costs nothing. Loading, scoring and generation
-live in :mod:`agentbench_rl.models.policy`; this module only plays a policy in the harness.
+an option overrides the stored value. The model loads in ``prepare()``, which the harness calls
+before the run (or on the first episode), not when the agent is built, so checking the agent
+spec costs nothing; a model that cannot load is a one-line ``ValueError`` naming it. Loading,
+scoring and generation live in :mod:`agentbench_rl.models.policy`; this module only plays a
+policy in the harness.
 """
 
 from __future__ import annotations

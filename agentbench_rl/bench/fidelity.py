@@ -60,6 +60,7 @@ from agentbench_rl.bench.learning.family import room_graph
 from agentbench_rl.bench.learning.mdp import HiddenFeatures, cluster_purity
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from, stable_hash
+from agentbench_rl.envs.sokoban.env import SokobanEnv
 from agentbench_rl.envs.sokoban.generator import LevelConfig
 from agentbench_rl.envs.sokoban.rules import ACTIONS, render_grid
 from agentbench_rl.estimators import compute, resolve, runnable
@@ -213,7 +214,7 @@ def sokoban_mdp(seed: int, epsilon: float = SOKOBAN_EPSILON) -> TabularMDP:
         terminal=terminal,
         policy=policy,
         start=0,
-        horizon=config.max_steps,
+        horizon=SokobanEnv.default_max_steps,
         obs_text=texts,
         state_text=texts,
         actions=ACTIONS,

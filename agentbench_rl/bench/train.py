@@ -1,21 +1,25 @@
-"""What BiPACE costs per training iteration on top of GiGPO.
+"""What an estimator costs per training iteration on top of the config's own (by default
+BiPACE on top of GiGPO).
 
-BiPACE's extra work is (1) the hidden states in the rollout's forward passes
-(``output_hidden_states``, read at the last prompt token, no second pass) and (2) its clustering
-in the estimator. Both are timed A/B on the same inputs, alternating, so that load from other
-processes hits both sides alike (on a shared machine, timing two whole training runs one after
-the other measures the neighbours more than the estimators):
+An estimator's extra work can be (1) hidden states in the rollout's forward passes
+(``output_hidden_states``, read at the last prompt token, no second pass: BiPACE declares it
+needs them) and (2) its own computation. Both are timed A/B on the same inputs, alternating, so
+that load from other processes hits both sides alike (on a shared machine, timing two whole
+training runs one after the other measures the neighbours more than the estimators):
 
-- the rollout of one iteration (N x G trajectories, same seed, so the same trajectories) without
-  and with hidden states;
-- ``compute("gigpo", batch)`` and ``compute("bipace", batch)`` on that rollout's rows;
-- one GiGPO iteration (rollout, estimator, reference log-probs, PPO update) as the base.
+- the rollout of one iteration (N x G trajectories, same seed, so the same trajectories) as
+  each side's estimator needs it (with hidden states when it declares ``hidden``);
+- ``compute(base, batch)`` and ``compute(candidate, batch)`` on that rollout's rows;
+- one iteration of the base (rollout, estimator, reference log-probs, PPO update).
 
-The extra cost is the median differences over the base, in percent.
+The extra cost is the median differences over the base iteration, in percent. Which estimators
+are compared is configuration: the base is the config's ``estimator``, the candidate
+``--candidate`` (default :data:`DEFAULT_CANDIDATE`).
 
-``--versus MODEL`` measures instead what one GiGPO iteration of the config costs with its own
+``--versus MODEL`` measures instead what one iteration of the config costs with its own
 model against ``MODEL`` on the same config (e.g. ``tiny-vl`` against the text ``tiny`` on visual
-Sokoban: the text policy reads the grid only), again alternating A-B, B-A.
+Sokoban: the text policy reads the grid only), again alternating A-B, B-A, and how many bytes of
+pixel values the iteration's rows hold per row (rows showing one frame share its tensor).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from agentbench_rl.train.config import TrainConfig, load_config
+
+#: Configuration, not logic: the estimator whose extra cost ``bench train`` measures unless
+#: ``--candidate`` names another (the question the BiPACE paper's cost claim raises).
+DEFAULT_CANDIDATE = "bipace"
 
 
 def _median_time(function: Callable[[], Any], repeats: int) -> float:
@@ -93,11 +101,15 @@ def prepared(
 
 
 def measure(
-    config: TrainConfig, repeats: int = 6, advance: Callable[[str], None] | None = None
+    config: TrainConfig,
+    repeats: int = 6,
+    advance: Callable[[str], None] | None = None,
+    candidate: str = DEFAULT_CANDIDATE,
 ) -> dict[str, float]:
     """Median seconds of each part (see the module docstring) for ``config`` (its model as
-    built at the start of training, behaviour cloning included when enabled). ``advance(what)``
-    is called after each of the :func:`steps` steps (a progress bar)."""
+    built at the start of training, behaviour cloning included when enabled) with its own
+    estimator as the base and ``candidate`` on top. ``advance(what)`` is called after each of
+    the :func:`steps` steps (a progress bar)."""
     tick = advance or (lambda what: None)
     import torch
 
@@ -105,32 +117,34 @@ def measure(
     from agentbench_rl.rollout.batched import success_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
+    sides = {"base": config, "candidate": replace(config, estimator=candidate)}
+    params = {side: side_config.estimator_kwargs() for side, side_config in sides.items()}
+    hidden = {side: side_config.needs_hidden() for side, side_config in sides.items()}
     policy, pool, rollout = prepared(config, tick)
     try:
         rollout(False)  # warm-up
         tick("warm-up rollout")
-        plain: list[float] = []
-        hidden: list[float] = []
+        rollout_s: dict[str, list[float]] = {"base": [], "candidate": []}
         for repeat in range(repeats):  # A-B, B-A, ...: both sides see the same load and order
-            for with_hidden in (False, True) if repeat % 2 == 0 else (True, False):
-                seconds = _median_time(lambda: rollout(with_hidden), 1)  # noqa: B023
-                (hidden if with_hidden else plain).append(seconds)
-                tick("rollouts with and without hidden states")
-        batch = rollout(True)
+            for side in ("base", "candidate") if repeat % 2 == 0 else ("candidate", "base"):
+                seconds = _median_time(lambda: rollout(hidden[side]), 1)  # noqa: B023
+                rollout_s[side].append(seconds)
+                tick(f"rollouts for {config.estimator} and {candidate}")
+        batch = rollout(any(hidden.values()))
         tick("rollout for the estimators")
     finally:
         pool.close()
     rewards = success_rewards(batch, config.success_reward)
-    step_batch = batch.step_batch(rewards, with_hidden=True)
-    gigpo_params = replace(config, estimator="gigpo").estimator_kwargs()
-    bipace_params = replace(config, estimator="bipace").estimator_kwargs()
-    gigpo_s: list[float] = []
-    bipace_s: list[float] = []
+    step_batch = batch.step_batch(rewards, with_hidden=any(hidden.values()))
+    estimator_s: dict[str, list[float]] = {"base": [], "candidate": []}
     for _ in range(10 * repeats):
-        gigpo_s.append(_median_time(lambda: compute("gigpo", step_batch, **gigpo_params), 1))
-        bipace_s.append(_median_time(lambda: compute("bipace", step_batch, **bipace_params), 1))
-        tick("GiGPO and BiPACE on the rollout")
-    advantages = compute("gigpo", step_batch, **gigpo_params).advantages
+        for side, side_config in sides.items():
+            name = side_config.estimator
+            estimator_s[side].append(
+                _median_time(lambda: compute(name, step_batch, **params[side]), 1)  # noqa: B023
+            )
+        tick(f"{config.estimator} and {candidate} on the rollout")
+    advantages = compute(config.estimator, step_batch, **params["base"]).advantages
     reference = policy.model  # the update's cost does not depend on which weights it reads
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
 
@@ -140,63 +154,64 @@ def measure(
 
     update_s = _median_time(update, 1)
     tick("PPO update")
-    results = {
-        "rows": float(len(batch)),
-        "rollout_s": statistics.median(plain),
-        "rollout_hidden_s": statistics.median(hidden),
-        "gigpo_s": statistics.median(gigpo_s),
-        "bipace_s": statistics.median(bipace_s),
-        "update_s": update_s,
-    }
-    results["gigpo_iteration_s"] = results["rollout_s"] + results["gigpo_s"] + update_s
-    extra = (results["rollout_hidden_s"] - results["rollout_s"]) + (
-        results["bipace_s"] - results["gigpo_s"]
+    results = {"rows": float(len(batch)), "update_s": update_s}
+    for side in sides:
+        results[f"rollout_{side}_s"] = statistics.median(rollout_s[side])
+        results[f"estimator_{side}_s"] = statistics.median(estimator_s[side])
+    results["base_iteration_s"] = results["rollout_base_s"] + results["estimator_base_s"] + update_s
+    extra = (results["rollout_candidate_s"] - results["rollout_base_s"]) + (
+        results["estimator_candidate_s"] - results["estimator_base_s"]
     )
-    results["bipace_extra_s"] = extra
-    results["bipace_extra_percent"] = 100.0 * extra / results["gigpo_iteration_s"]
+    results["candidate_extra_s"] = extra
+    results["candidate_extra_percent"] = 100.0 * extra / results["base_iteration_s"]
     return results
 
 
-def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int]], Any]:
-    """A function running one GiGPO iteration of ``config`` (rollout, estimator, reference
+def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int, int]], Any]:
+    """A function running one iteration of ``config`` (rollout, its estimator, reference
     log-probs, PPO update; its model as built at the start of training) and returning its
-    seconds and rows, and the env pool to close afterwards."""
+    seconds, rows and the bytes of pixel values its rows hold, and the env pool to close
+    afterwards."""
     import torch
 
     from agentbench_rl.estimators import compute
+    from agentbench_rl.models.vision import pixel_bytes
     from agentbench_rl.rollout.batched import success_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
-    config = replace(config, estimator="gigpo")
     policy, pool, rollout = prepared(config)
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
     params = config.estimator_kwargs()
 
-    def iteration() -> tuple[float, int]:
+    def iteration() -> tuple[float, int, int]:
         began = time.perf_counter()
-        batch = rollout(False)
-        step_batch = batch.step_batch(success_rewards(batch, config.success_reward))
-        advantages = compute("gigpo", step_batch, **params).advantages
+        batch = rollout(config.needs_hidden())
+        step_batch = batch.step_batch(
+            success_rewards(batch, config.success_reward), with_hidden=config.needs_hidden()
+        )
+        advantages = compute(config.estimator, step_batch, **params).advantages
         refs = reference_logprobs(policy.model, batch, policy, config.temperature)
         ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())
-        return time.perf_counter() - began, len(batch)
+        return time.perf_counter() - began, len(batch), pixel_bytes(batch.prompt_ids)
 
     return iteration, pool
 
 
 def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[str, float]:
-    """Median seconds (and rows) of one GiGPO iteration of ``config`` with its model and with
-    ``other``, timed alternately; ``ratio`` is the first over the second."""
+    """Median seconds (and rows, and pixel values held per row) of one iteration of ``config``
+    with its model and with ``other``, timed alternately; ``ratio`` is the first over the
+    second."""
     timers = {
         "model": iteration_timer(config),
         "other": iteration_timer(replace(config, model=other)),
     }
     seconds: dict[str, list[float]] = {"model": [], "other": []}
     rows: dict[str, int] = {}
+    pixels: dict[str, int] = {}
     try:
         for repeat in range(repeats):
             for side in ("model", "other") if repeat % 2 == 0 else ("other", "model"):
-                spent, rows[side] = timers[side][0]()
+                spent, rows[side], pixels[side] = timers[side][0]()
                 seconds[side].append(spent)
     finally:
         for _, pool in timers.values():
@@ -206,6 +221,8 @@ def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[st
         "other_s": statistics.median(seconds["other"]),
         "model_rows": float(rows["model"]),
         "other_rows": float(rows["other"]),
+        "model_pixel_kb_per_row": pixels["model"] / 1000 / rows["model"],
+        "other_pixel_kb_per_row": pixels["other"] / 1000 / rows["other"],
     }
     results["ratio"] = results["model_s"] / results["other_s"]
     return results
@@ -217,21 +234,33 @@ def run(
     repeats: int = 6,
     console: Console | None = None,
     versus: str | None = None,
+    candidate: str | None = None,
 ) -> dict[str, float]:
-    """Measure and print BiPACE's extra cost for one config (with a progress bar), or
-    (``versus``) the cost of its model against another model on the same config."""
+    """Measure and print ``candidate``'s extra cost over the config's estimator (with a progress
+    bar; ``candidate`` defaults to :data:`DEFAULT_CANDIDATE`), or (``versus``) the cost of its
+    model against another model on the same config."""
     config = load_config(config_path, overrides)
+    candidate = candidate or DEFAULT_CANDIDATE
     if versus is not None:
         compared = compare_models(config, versus, repeats)
         if console is not None:
-            table = Table(title=f"One GiGPO iteration on {config.env}, median of {repeats}")
+            table = Table(
+                title=f"One {config.estimator} iteration on {config.env}, median of {repeats}"
+            )
             table.add_column("model")
             table.add_column("rows", justify="right")
             table.add_column("seconds", justify="right")
             table.add_column("ms per row", justify="right")
+            table.add_column("pixel KB per row", justify="right")
             for name, side in ((config.model, "model"), (versus, "other")):
                 rows, spent = compared[f"{side}_rows"], compared[f"{side}_s"]
-                table.add_row(name, f"{rows:.0f}", f"{spent:.2f}", f"{1000 * spent / rows:.1f}")
+                table.add_row(
+                    name,
+                    f"{rows:.0f}",
+                    f"{spent:.2f}",
+                    f"{1000 * spent / rows:.1f}",
+                    f"{compared[f'{side}_pixel_kb_per_row']:.1f}",
+                )
             console.print(table)
             console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
         return compared
@@ -251,22 +280,27 @@ def run(
         def advance(what: str) -> None:
             progress.update(bar, advance=1, description=what)
 
-        results = measure(config, repeats, advance)
+        results = measure(config, repeats, advance, candidate)
     if console is not None:
-        table = Table(title=f"BiPACE vs GiGPO, one iteration of {results['rows']:.0f} rows")
+        base = config.estimator
+        table = Table(title=f"{candidate} vs {base}, one iteration of {results['rows']:.0f} rows")
         table.add_column("part")
-        table.add_column("GiGPO s", justify="right")
-        table.add_column("BiPACE s", justify="right")
-        table.add_row(
-            "rollout", f"{results['rollout_s']:.3f}", f"{results['rollout_hidden_s']:.3f}"
-        )
-        table.add_row("estimator", f"{results['gigpo_s']:.4f}", f"{results['bipace_s']:.4f}")
+        table.add_column(f"{base} s", justify="right")
+        table.add_column(f"{candidate} s", justify="right")
+        for part, digits in (("rollout", 3), ("estimator", 4)):
+            table.add_row(
+                part,
+                f"{results[f'{part}_base_s']:.{digits}f}",
+                f"{results[f'{part}_candidate_s']:.{digits}f}",
+            )
         table.add_row("update", f"{results['update_s']:.3f}", f"{results['update_s']:.3f}")
         table.add_row(
             "iteration",
-            f"{results['gigpo_iteration_s']:.3f}",
-            f"{results['gigpo_iteration_s'] + results['bipace_extra_s']:.3f}",
+            f"{results['base_iteration_s']:.3f}",
+            f"{results['base_iteration_s'] + results['candidate_extra_s']:.3f}",
         )
         console.print(table)
-        console.print(f"BiPACE extra cost: {results['bipace_extra_percent']:+.2f}% per iteration")
+        console.print(
+            f"{candidate} extra cost: {results['candidate_extra_percent']:+.2f}% per iteration"
+        )
     return results

@@ -21,6 +21,8 @@ EpisodeStats = Literal["rows", "trajectories"]
 Anchor = Literal["obs", "state"]
 
 STD_EPS = 1e-6  # added to every standard deviation the spec divides by
+#: What :func:`normalize_advantages` can do to an estimator's advantages (``advantage_norm``).
+ADVANTAGE_NORMS = ("none", "batch_std")
 
 
 def combine_codes(*columns: np.ndarray) -> tuple[np.ndarray, int]:
@@ -220,3 +222,20 @@ def base_diagnostics(
         diagnostics["singleton_rate"] = float(np.mean(size == 1))
         diagnostics["mean_group_size"] = float(np.mean(size))
     return diagnostics
+
+
+def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
+    """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
+    standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
+    The trainer's ``advantage_norm``, applied after any estimator by both training engines.
+
+    Example:
+        >>> normalize_advantages(np.array([3.0, -1.0, 1.0, 1.0]), "batch_std").tolist()
+        [2.1213203435596424, -0.7071067811865475, 0.7071067811865475, 0.7071067811865475]
+    """
+    if mode == "none":
+        return advantages
+    if mode not in ADVANTAGE_NORMS:
+        raise ValueError(f"advantage_norm '{mode}' (choose from {', '.join(ADVANTAGE_NORMS)})")
+    std = float(advantages.std())
+    return advantages / std if std > 1e-8 else advantages

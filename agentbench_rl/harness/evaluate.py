@@ -78,6 +78,10 @@ class EvalConfig:
     episodes_format: str = "csv"
     save_trajectories: bool = False
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    # Only the tasks of these categories (such as TextCraft's "depth-1"), before ``limit``
+    # samples; None: every category. A plain None default, so folders written before the field
+    # existed resume as they were.
+    categories: list[str] | None = None
 
     def validate(self) -> TextAgentEnv[Any]:
         """Raise ``ValueError`` with one line naming the first problem; return the env made to
@@ -120,15 +124,31 @@ class EvalConfig:
         return make(self.env, split=self.split, **kwargs)
 
     def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
-        """The task ids evaluated, in split order: the whole split, or with ``limit`` a seeded
-        sample stratified by category (see :mod:`agentbench_rl.harness.sampling`), for which
-        ``env`` (made if not given) tells each task's category."""
+        """The task ids evaluated, in split order: the whole split (its tasks of ``categories``
+        when given), or with ``limit`` a seeded sample of those stratified by category (see
+        :mod:`agentbench_rl.harness.sampling`), for which ``env`` (made if not given) tells each
+        task's category.
+
+        Example:
+            >>> config = EvalConfig("textcraft", "test", "random", categories=["depth-1"], limit=3)
+            >>> len(config.tasks())
+            3
+        """
         ids = env_class(self.env).task_ids(self.split)
+        if not self.categories and (not self.limit or self.limit >= len(ids)):
+            return ids
+        categories = task_categories(env or self.make_env(), self.split, ids)
+        if self.categories:
+            wanted = set(self.categories)
+            ids = [task for task in ids if categories[task] in wanted]
+            if not ids:
+                raise ValueError(
+                    f"categories: no task of split '{self.split}' is in {sorted(wanted)} "
+                    f"(it has {', '.join(sorted(set(categories.values())))})"
+                )
         if not self.limit or self.limit >= len(ids):
             return ids
-        return stratified_sample(
-            task_categories(env or self.make_env(), self.split, ids), self.limit
-        )
+        return stratified_sample({task: categories[task] for task in ids}, self.limit)
 
 
 def parse_env_options(options: list[str]) -> dict[str, Any]:
@@ -199,6 +219,7 @@ class BatchPlayer:
         concurrency: int = 1,
         agent: Agent | BatchAgent | None = None,
         out: Path | None = None,
+        prepared: Agent | BatchAgent | None = None,
     ) -> None:
         self.batch_size, self.spec = batch_size, config.agent
         # With --save-trajectories every env records its episode, written to OUT as it ends.
@@ -206,7 +227,11 @@ class BatchPlayer:
         self.envs: list[Any] = [config.make_env() for _ in range(batch_size)]
         if self.out is not None:
             self.envs = [RecordingEnv(env) for env in self.envs]
-        first = agent if agent is not None else load_agent(config.agent)
+        # ``prepared``: the first agent of config.agent, already loaded by evaluate's check.
+        if agent is not None:
+            first = agent
+        else:
+            first = prepared if prepared is not None else load_agent(config.agent)
         if concurrency > 1:
             if not hasattr(first, "concurrency"):
                 raise ValueError(f"--concurrency: agent '{config.agent}' sends no requests")
@@ -266,10 +291,12 @@ def _run_jobs(
     batch_size: int,
     concurrency: int,
     out: Path,
+    prepared: Agent | BatchAgent | None = None,
 ) -> Iterator[dict[str, Any]]:
     batch_size = min(batch_size, len(jobs))
     if workers == 1 or len(jobs) <= batch_size:
-        yield from BatchPlayer(config, batch_size, concurrency, agent, out).play(jobs)
+        player = BatchPlayer(config, batch_size, concurrency, agent, out, prepared)
+        yield from player.play(jobs)
         return
     batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
@@ -363,13 +390,22 @@ def evaluate(
         raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
     if agent is not None and workers != 1:
         raise ValueError("an agent object plays in this process only: use workers=1")
+    # Load what the agent loads (an hf: model) before anything is written: a model that cannot
+    # load is one ValueError naming it, not an agent error on the first episode. With workers,
+    # each worker loads its own copy and this one is dropped.
+    prepared: Agent | BatchAgent | None = agent if agent is not None else load_agent(config.agent)
+    prepare = getattr(prepared, "prepare", None)
+    if callable(prepare):
+        prepare()
+    if workers > 1:
+        prepared = None
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
     with ResultsLock(out):  # one run writes a results folder at a time
         return _evaluate_in(
-            config, env, out, workers, resume, console, agent, batch_size, concurrency
+            config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared
         )
 
 
@@ -383,18 +419,25 @@ def _evaluate_in(
     agent: Agent | BatchAgent | None,
     batch_size: int,
     concurrency: int,
+    prepared: Agent | BatchAgent | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     done = _prepare_folder(config, out, resume, console)
     fingerprint = record_agent(out, config.agent)
     tasks = config.tasks(env)
-    if config.limit and len(tasks) < len(env.task_ids(config.split)) and console is not None:
-        console.print(
-            f"--limit {config.limit}: a sample of {len(tasks)} of the "
-            f"{len(env.task_ids(config.split))} tasks (seeded, stratified by category), "
-            "not the whole split",
-            highlight=False,
-        )
+    total = len(env.task_ids(config.split))
+    if len(tasks) < total and console is not None:
+        if config.categories:
+            what = f"categories {', '.join(config.categories)}"
+            if config.limit:
+                what += f"; --limit {config.limit}, seeded, stratified by category"
+            message = f"{len(tasks)} of the {total} tasks ({what}), not the whole split"
+        else:
+            message = (
+                f"--limit {config.limit}: a sample of {len(tasks)} of the {total} tasks "
+                "(seeded, stratified by category), not the whole split"
+            )
+        console.print(message, highlight=False)
     order = {task: index for index, task in enumerate(tasks)}
     finished = {(row["task_id"], int(row["seed"])) for row in done}
     jobs = [(task, seed) for seed in config.seeds for task in tasks if (task, seed) not in finished]
@@ -418,7 +461,8 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            for row in _run_jobs(config, jobs, workers, agent, batch_size, concurrency, out):
+            played = _run_jobs(config, jobs, workers, agent, batch_size, concurrency, out, prepared)
+            for row in played:
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()
                 rows.append(row)

@@ -45,26 +45,20 @@ class ReportedRow(BaseModel):
     model: str = Field(min_length=1)
     method: str = Field(min_length=1, description="The method as the paper names it.")
     estimator: str = Field(min_length=1, description="Our estimator name for the method.")
-    gigpo_std: bool | None = Field(
-        description="GiGPO with (true) or without (false) std normalisation; null if not stated."
+    variant: str | None = Field(
+        min_length=1,
+        description="The paper's variant of the method, shown in brackets after it, e.g. "
+        "'w/ std' (with std normalisation); null for the method as named.",
     )
     setting: str = Field(min_length=1, description="What was measured, in the paper's words.")
     success: Percent
     success_std: Percent | None
     score: Percent | None
 
-    @model_validator(mode="after")
-    def _std_only_for_gigpo(self) -> ReportedRow:
-        if self.gigpo_std is not None and self.estimator != "gigpo":
-            raise ValueError(f"gigpo_std is set on a {self.method} row")
-        return self
-
     @property
     def method_label(self) -> str:
-        """The method with GiGPO's normalisation, e.g. ``GiGPO (w/o std)``."""
-        if self.gigpo_std is None:
-            return self.method
-        return f"{self.method} ({'w/' if self.gigpo_std else 'w/o'} std)"
+        """The method with its variant, e.g. ``GiGPO (w/o std)``."""
+        return self.method if self.variant is None else f"{self.method} ({self.variant})"
 
 
 class ReportedNumbers(BaseModel):

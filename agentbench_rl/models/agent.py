@@ -52,6 +52,11 @@ class PolicyAgent(PromptingBatchAgent):
             self._policy = self._load()
         return self._policy
 
+    def prepare(self) -> None:
+        """Load the policy now (the harness's check before a run; see
+        :class:`~agentbench_rl.agents.base.Agent`)."""
+        _ = self.policy
+
     @property
     def answer_format(self) -> str:
         """The policy's action mode: ``generate`` answers must keep the papers' format."""

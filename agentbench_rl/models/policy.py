@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import SafetensorError
 
 from agentbench_rl.agents.prompting import (
     PromptConfig,
@@ -41,6 +42,7 @@ from agentbench_rl.agents.prompting import (
     response_prefix,
 )
 from agentbench_rl.models.vision import (
+    FramePixels,
     encode_with_images,
     is_vision_language,
     load_image_processor,
@@ -387,6 +389,7 @@ class Policy:
         if is_vision_language(model) and image_processor is None:
             raise ValueError("a vision-language model needs its image processor")
         self.image_processor = image_processor
+        self.frame_pixels = FramePixels(image_processor) if image_processor is not None else None
         self.prompt = prompt
         self.temperature = temperature
         self.top_p = top_p
@@ -437,12 +440,12 @@ class Policy:
 
     def encode_prompt(self, prompt_text: str) -> list[int]:
         """Token ids of :meth:`model_input`, cut to the last ``max_prompt_tokens`` (a prompt
-        with images is never cut: it would cut an image's tokens)."""
+        with images never inside an image: see :meth:`ImagePromptIds.last`)."""
         images = self._images(prompt_text)
-        if images:
+        if images and self.frame_pixels is not None:
             return encode_with_images(
-                self.tokenizer, self.image_processor, self.model_input(prompt_text), images
-            )
+                self.tokenizer, self.frame_pixels, self.model_input(prompt_text), images
+            ).last(self.max_prompt_tokens)
         ids: list[int] = self.tokenizer(self.model_input(prompt_text), add_special_tokens=False)[
             "input_ids"
         ]
@@ -664,20 +667,23 @@ def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> 
     ``temperature``, ``history``, ``device``, ``dtype``) override. Raises ``ValueError`` when
     the model cannot be loaded."""
     options = dict(options or {})
-    settings = read_settings(Path(target))
-
-    def pick(name: str, default: Any) -> Any:
-        return options.get(name, settings.get(name, default))
-
     try:
+        settings = read_settings(Path(target))
         model, tokenizer = load_pretrained(
             target,
             dtype=options.get("dtype", "float32"),
             device=resolve_device(options.get("device", "auto")),
         )
         image_processor = load_image_processor(target)
-    except OSError as problem:
-        raise ValueError(f"cannot load the model '{target}' ({problem})") from None
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as problem:
+        # transformers' reasons run over several lines; the first one says what is wrong.
+        reason = next((line for line in str(problem).splitlines() if line.strip()), "")
+        reason = reason.strip() or type(problem).__name__
+        raise ValueError(f"cannot load the model '{target}' ({reason})") from None
+
+    def pick(name: str, default: Any) -> Any:
+        return options.get(name, settings.get(name, default))
+
     prompt = PromptConfig(
         history=int(pick("history", 2)),
         history_observations=bool(settings.get("history_observations", True)),

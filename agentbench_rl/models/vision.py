@@ -17,6 +17,8 @@ and the 3-D M-RoPE position ids from the model's own ``get_rope_index``).
 
 from __future__ import annotations
 
+import hashlib
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -80,6 +82,60 @@ class ImagePromptIds(list[int]):
         pad = self.image_token_id
         return [t for k, t in enumerate(self) if t != pad or k == 0 or self[k - 1] != pad]
 
+    def image_spans(self) -> list[tuple[int, int]]:
+        """``(first, end)`` index range of each image's tokens: its run of pads with the token
+        either side (``<|vision_start|>`` and ``<|vision_end|>``, as the chat template writes
+        them).
+
+        Example:
+            >>> ids = ImagePromptIds([1, 5, 9, 9, 6, 2], torch.zeros(0), torch.zeros(0), [], 9)
+            >>> ids.image_spans()
+            [(1, 5)]
+        """
+        spans, k = [], 0
+        while k < len(self):
+            if self[k] != self.image_token_id:
+                k += 1
+                continue
+            end = k
+            while end < len(self) and self[end] == self.image_token_id:
+                end += 1
+            spans.append((max(k - 1, 0), min(end + 1, len(self))))
+            k = end
+        return spans
+
+    def last(self, max_tokens: int) -> list[int]:
+        """The last ``max_tokens`` ids, as a text prompt is cut, but never inside an image: an
+        image the cut would split is dropped whole (pads, start and end tokens, pixel values
+        and grid), so the prompt may come out shorter than ``max_tokens``. A plain list when no
+        image is left.
+
+        Example (ids 5 and 6 open and close the image, 9 is its pad):
+            >>> grid = torch.tensor([[1, 2, 2]])
+            >>> ids = ImagePromptIds([1, 5, 9, 9, 6, 2], torch.zeros(4, 1), grid, ["frame"], 9)
+            >>> ids.last(5).images, ids.last(4)
+            (('frame',), [2])
+        """
+        if len(self) <= max_tokens:
+            return self
+        cut = len(self) - max_tokens
+        spans = self.image_spans()
+        for first, end in spans:
+            if first < cut < end:
+                cut = end  # the cut falls inside this image: drop it whole
+        kept = [n for n, (first, _) in enumerate(spans) if first >= cut]
+        if not kept:
+            return list(self[cut:])
+        # images are cut from the front, so the kept ones are the last; their patches likewise
+        patches = int(self.image_grid_thw[: kept[0]].prod(dim=1).sum())
+        return ImagePromptIds(
+            self[cut:],
+            self.pixel_values[patches:],
+            self.image_grid_thw[kept[0] :],
+            self.images[kept[0] :],
+            self.image_token_id,
+        )
+
 
 def is_vision_language(model: Any) -> bool:
     """Whether ``model`` takes images (its config has a vision tower)."""
@@ -111,14 +167,67 @@ def image_token_count(image_processor: Any, height: int, width: int) -> int:
     return int(grid["image_grid_thw"][0].prod()) // merge**2
 
 
+class FramePixels:
+    """The image processor's pixel values and grid per distinct frame, computed once and shared.
+
+    A rollout shows the same frame many times (a group's trajectories start from one level,
+    states are reached again), and each row keeps its prompt's pixel values until the PPO
+    update: as a copy per row that is 36 patches x 1176 floats, 169 KB, for a 96x96 Sokoban frame
+    (six times the frame's own 27 KB). Here rows showing the same frame hold one tensor. Entries
+    are weak references: a frame's tensor lives as long as some row holds it, so the cache
+    itself keeps nothing alive.
+
+    Example:
+        >>> from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        ...     Qwen2VLImageProcessorPil)
+        >>> pixels = FramePixels(Qwen2VLImageProcessorPil())
+        >>> frame = np.zeros((96, 96, 3), np.uint8)
+        >>> first, grid = pixels([frame])
+        >>> second, _ = pixels([frame.copy()])
+        >>> first is second, tuple(first.shape), grid.tolist()
+        (True, (36, 1176), [[1, 6, 6]])
+    """
+
+    def __init__(self, image_processor: Any) -> None:
+        self.image_processor = image_processor
+        self.merge_size = int(getattr(image_processor, "merge_size", 2))
+        self._pixels: weakref.WeakValueDictionary[str, torch.Tensor] = weakref.WeakValueDictionary()
+        self._grids: dict[str, torch.Tensor] = {}
+
+    def _one(self, frame: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        array = np.ascontiguousarray(np.asarray(frame))
+        key = hashlib.blake2b(
+            f"{array.shape}{array.dtype}".encode() + array.tobytes(), digest_size=16
+        ).hexdigest()
+        pixels, grid = self._pixels.get(key), self._grids.get(key)
+        if pixels is None or grid is None:
+            processed = self.image_processor(images=[array], return_tensors="pt")
+            pixels, grid = processed["pixel_values"], processed["image_grid_thw"]
+            self._pixels[key], self._grids[key] = pixels, grid
+            weakref.finalize(pixels, self._forget, key, grid)
+        return pixels, grid
+
+    def _forget(self, key: str, grid: torch.Tensor) -> None:
+        """A frame's tensor died: drop its grid (unless the frame has a newer entry)."""
+        if self._grids.get(key) is grid:
+            del self._grids[key]
+
+    def __call__(self, frames: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The pixel values (patches, dim) and grids (images, 3) of ``frames``, in order (the
+        shared tensor itself for one frame; the processor treats each image on its own, so
+        several frames concatenate their separate results)."""
+        parts = [self._one(frame) for frame in frames]
+        if len(parts) == 1:
+            return parts[0]
+        return torch.cat([p for p, _ in parts]), torch.cat([g for _, g in parts])
+
+
 def encode_with_images(
-    tokenizer: Any, image_processor: Any, text: str, images: Sequence[Any]
+    tokenizer: Any, pixels: FramePixels, text: str, images: Sequence[Any]
 ) -> ImagePromptIds:
     """Token ids of ``text`` (one ``<|image_pad|>`` per image, as the chat template writes it)
     with each pad expanded to its image's token count, and the images' pixel values."""
-    processed = image_processor(images=[np.asarray(i) for i in images], return_tensors="pt")
-    grids = processed["image_grid_thw"]
-    merge = int(getattr(image_processor, "merge_size", 2))
+    pixel_values, grids = pixels(images)
     pieces = text.split(IMAGE_PAD)
     if len(pieces) - 1 != len(images):
         raise ValueError(
@@ -126,10 +235,27 @@ def encode_with_images(
         )
     expanded = pieces[0]
     for grid, piece in zip(grids, pieces[1:], strict=True):
-        expanded += IMAGE_PAD * (int(grid.prod()) // merge**2) + piece
+        expanded += IMAGE_PAD * (int(grid.prod()) // pixels.merge_size**2) + piece
     ids = tokenizer(expanded, add_special_tokens=False)["input_ids"]
     pad_id = int(tokenizer.convert_tokens_to_ids(IMAGE_PAD))
-    return ImagePromptIds(ids, processed["pixel_values"], grids, images, pad_id)
+    return ImagePromptIds(ids, pixel_values, grids, images, pad_id)
+
+
+def pixel_bytes(rows: Sequence[Sequence[int]]) -> int:
+    """Bytes of pixel values that ``rows`` hold, each shared tensor counted once.
+
+    Example:
+        >>> shared = torch.zeros(36, 1176)
+        >>> rows = [ImagePromptIds([9], shared, torch.zeros(0), [], 9) for _ in range(3)]
+        >>> pixel_bytes([*rows, [1, 2]]) == 36 * 1176 * 4
+        True
+    """
+    storages: dict[int, int] = {}
+    for row in rows:
+        if isinstance(row, ImagePromptIds):
+            storage = row.pixel_values.untyped_storage()
+            storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
 
 
 def vllm_prompt(ids: Sequence[int]) -> dict[str, Any]:

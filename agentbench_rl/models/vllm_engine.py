@@ -5,7 +5,8 @@ weights are pushed into it (``sync``), so each iteration samples from the curren
 pieces are small functions so that each one is tested on a CPU with a fake engine:
 
 - :func:`sampling_kwargs`: the ``SamplingParams`` of one row (temperature, top-p, length, a seed
-  per row so rollouts repeat, and the sampled token's log-prob);
+  per row so rollouts repeat, the sampled token's log-prob, and for a vision-language model its
+  vision placeholder tokens as ``bad_words``, see :func:`banned_words`);
 - :func:`prompt_batch`: token-id prompts (``{"prompt_token_ids": ...}``), built by the same
   tokenizer and chat template as the Hugging Face path;
 - :func:`weight_items`: the policy's parameters under the Hugging Face names vLLM's
@@ -29,21 +30,34 @@ import torch
 
 from agentbench_rl.agents.prompting import format_ok
 from agentbench_rl.models.policy import ActOutput, Policy, left_pad
-from agentbench_rl.models.vision import stack_images, vision_inputs, vllm_prompt
+from agentbench_rl.models.vision import (
+    stack_images,
+    vision_inputs,
+    vision_token_ids,
+    vllm_prompt,
+)
 
 
 def sampling_kwargs(
-    temperature: float, top_p: float, max_new_tokens: int, seed: int, greedy: bool = False
+    temperature: float,
+    top_p: float,
+    max_new_tokens: int,
+    seed: int,
+    greedy: bool = False,
+    bad_words: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Keyword arguments of ``vllm.SamplingParams`` for one row.
 
-    ``logprobs=0`` returns the log-prob of the sampled token only.
+    ``logprobs=0`` returns the log-prob of the sampled token only. ``bad_words``: tokens the
+    row must never sample (vLLM >= 0.6.4 encodes each string and masks it at every step).
 
     Example:
         >>> sampling_kwargs(1.0, 0.9, 64, seed=7)["top_p"]
         0.9
+        >>> sampling_kwargs(1.0, 0.9, 64, seed=7, bad_words=["<|image_pad|>"])["bad_words"]
+        ['<|image_pad|>']
     """
-    return {
+    kwargs: dict[str, Any] = {
         "n": 1,
         "temperature": 0.0 if greedy else temperature,
         "top_p": 1.0 if greedy else top_p,
@@ -52,6 +66,20 @@ def sampling_kwargs(
         "logprobs": 0,
         "skip_special_tokens": True,
     }
+    if bad_words:
+        kwargs["bad_words"] = list(bad_words)
+    return kwargs
+
+
+def banned_words(policy: Policy) -> list[str]:
+    """The vision placeholder tokens of ``policy``'s model as token strings, which is how
+    vLLM's ``SamplingParams.bad_words`` takes them (it encodes each string with the model's
+    tokenizer; a special token encodes to its one id). A sampled ``<|image_pad|>`` would be read
+    as a slot for image features by the training forward, as in
+    :meth:`~agentbench_rl.models.policy.Policy.act`'s ``suppress_tokens``. Empty for a text
+    model."""
+    ids = vision_token_ids(policy.model)
+    return [str(token) for token in policy.tokenizer.convert_ids_to_tokens(ids)]
 
 
 def prompt_batch(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
@@ -148,6 +176,7 @@ class VLLMActor:
     ) -> None:
         self.policy = policy
         self._params = params_factory or _sampling_params
+        self.bad_words = banned_words(policy)
         with tempfile.TemporaryDirectory(prefix="agentbench-vllm-") as folder:
             policy.save(Path(folder))
             chosen = settings or EngineSettings()
@@ -183,7 +212,12 @@ class VLLMActor:
         params = [
             self._params(
                 sampling_kwargs(
-                    policy.temperature, policy.top_p, policy.max_new_tokens, seed, greedy
+                    policy.temperature,
+                    policy.top_p,
+                    policy.max_new_tokens,
+                    seed,
+                    greedy,
+                    self.bad_words,
                 )
             )
             for seed in seeds

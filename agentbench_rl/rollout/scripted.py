@@ -43,20 +43,35 @@ def train_task_ids(
     try:
         ids = cls.task_ids(split)
     except ValueError:  # unbounded split: ids are <split>-<n>
-        if categories:
-            raise ValueError(
-                f"train_categories: {env_name}'s split '{split}' has no fixed task list"
-            ) from None
+        tasks_in_categories(env_name, split, None, categories)  # refuses categories
         return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
-    if categories:
-        known = cls.task_categories(split)
-        if known is None:
-            raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
-        wanted = set(categories)
-        ids = [task for task in ids if known.get(task) in wanted]
-        if not ids:
-            raise ValueError(f"train_categories: no task of split '{split}' is in {categories}")
+    ids = tasks_in_categories(env_name, split, ids, categories)
     return [ids[rng.randrange(len(ids))] for _ in range(count)]
+
+
+def tasks_in_categories(
+    env_name: str, split: str, ids: Sequence[str] | None, categories: Sequence[str]
+) -> list[str]:
+    """The ids (``None``: a split without a fixed task list) whose category is one of
+    ``categories`` (all of them when none is given), in order; ``ValueError`` naming
+    ``train_categories`` when the split cannot be filtered or nothing is left.
+
+    Example:
+        >>> tasks_in_categories("sokoban", "test", ["test-0000", "test-0001"], [])
+        ['test-0000', 'test-0001']
+    """
+    if not categories:
+        return list(ids or [])
+    if ids is None:
+        raise ValueError(f"train_categories: {env_name}'s split '{split}' has no fixed task list")
+    known = env_class(env_name).task_categories(split)
+    if known is None:
+        raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
+    wanted = set(categories)
+    kept = [task for task in ids if known.get(task) in wanted]
+    if not kept:
+        raise ValueError(f"train_categories: no task of split '{split}' is in {list(categories)}")
+    return kept
 
 
 def scripted_steps(

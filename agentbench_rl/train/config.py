@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
+from agentbench_rl.estimators.common import ADVANTAGE_NORMS
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
 if TYPE_CHECKING:
     from agentbench_rl.harness.evaluate import EvalConfig
-
-ADVANTAGE_NORMS = ("none", "batch_std")
 
 
 @dataclass
@@ -97,6 +96,9 @@ class TrainConfig:
     val_every: int = 5
     val_split: str = "val"
     val_limit: int | None = None  # a seeded sample of N tasks, stratified (None: all)
+    # Validate only on tasks of these categories (the harness's ``categories``; TextCraft trained
+    # on depth-1/2 goals is validated on those); empty: every category of the val split.
+    val_categories: list[str] = field(default_factory=list)
     val_seeds: list[int] = field(default_factory=lambda: [0])  # one evaluation per seed
     # True: validation takes the most likely action (choose mode: the best score; generate:
     # greedy decoding), so a point measures the policy, not the sampling noise of one draw per
@@ -132,6 +134,23 @@ class TrainConfig:
                     f"(choose from {', '.join(splits)})"
                 )
         self.estimator_kwargs()  # the estimator's name and parameters, before any work
+        for name, split in (
+            ("train_categories", self.train_split),
+            ("val_categories", self.val_split),
+        ):
+            wanted = getattr(self, name)
+            if not wanted:
+                continue
+            try:
+                env_class(self.env).task_ids(split)
+            except ValueError:  # an unbounded split: the task draw says what is wrong
+                continue
+            known = env_class(self.env).task_categories(split)
+            if known is not None and not set(wanted) & set(known.values()):
+                raise ValueError(
+                    f"{name}: no task of split '{split}' is in {wanted} "
+                    f"(it has {', '.join(sorted(set(known.values())))})"
+                )
         if self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode '{self.action_mode}' (choose from generate, choose)")
         choices = {
@@ -247,6 +266,7 @@ class TrainConfig:
             limit=self.val_limit,
             max_steps=self.max_steps,
             env_kwargs=dict(self.env_kwargs),
+            categories=list(self.val_categories) or None,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.estimators import compute
+from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
@@ -268,22 +269,6 @@ def iteration_rollout(
 
 
 # ---------------------------------------------------------------------- the PPO update
-def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
-    """The advantages PPO trains on: as the estimator gave them (``none``) or divided by their
-    standard deviation over the batch (``batch_std``; a batch of equal values is left alone).
-
-    Example:
-        >>> normalize_advantages(np.array([3.0, -1.0, 1.0, 1.0]), "batch_std").tolist()
-        [2.1213203435596424, -0.7071067811865475, 0.7071067811865475, 0.7071067811865475]
-    """
-    if mode == "none":
-        return advantages
-    if mode != "batch_std":
-        raise ValueError(f"advantage_norm '{mode}' (choose from none, batch_std)")
-    std = float(advantages.std())
-    return advantages / std if std > 1e-8 else advantages
-
-
 def ppo_loss(
     logprobs: torch.Tensor,
     old_logprobs: torch.Tensor,
@@ -494,11 +479,25 @@ def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> 
 
 
 def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
-    """Success, return, length and invalid rate of the iteration's trajectories."""
+    """Success, return, length and invalid rate of the iteration's trajectories, and the share
+    of groups whose trajectories all succeeded or all failed (``train/uniform_groups``: with the
+    success reward their episode returns are equal, so an episode-level advantage is 0 there).
+
+    Example:
+        >>> batch = RolloutBatch(episodes=[
+        ...     {"group": g, "success": s, "return": 10.0 * s, "steps": 2, "invalid": 0}
+        ...     for g, s in [(0, True), (0, False), (1, False), (1, False)]])
+        >>> rollout_metrics(batch)["train/uniform_groups"]  # group 1 all failed
+        0.5
+    """
     episodes = rollout.episodes
     steps = sum(e["steps"] for e in episodes)
+    outcomes: dict[int, set[bool]] = {}
+    for episode in episodes:
+        outcomes.setdefault(episode["group"], set()).add(bool(episode["success"]))
     return {
         "train/success": float(np.mean([e["success"] for e in episodes])),
+        "train/uniform_groups": float(np.mean([len(seen) == 1 for seen in outcomes.values()])),
         "train/return": float(np.mean([e["return"] for e in episodes])),
         "train/episode_length": float(np.mean([e["steps"] for e in episodes])),
         "train/invalid_rate": float(sum(e["invalid"] for e in episodes) / max(1, steps)),

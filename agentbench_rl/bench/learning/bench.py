@@ -233,7 +233,7 @@ def _print_table(rows: list[dict[str, Any]], console: Console) -> None:
             pad_edge=False,
         )
         table.add_column("estimator", no_wrap=True)
-        for column in ("final", "AUC", "Δ GRPO", "p", "Δ GiGPO", "p"):
+        for column in ("final", "AUC", *(f"{p} {ref}" for ref in REFERENCES for p in "Δp")):
             table.add_column(column, justify="right", no_wrap=True, min_width=6)
         for row in (row for row in rows if row["mdp"] == mdp_name):
             cells = [escape(row["estimator"]), f"{row['final_mean']:.3f}", f"{row['auc_mean']:.3f}"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agentbench_rl.bench.learning.mdp import FiniteMDP, MDPBuilder
+from agentbench_rl.envs.sokoban.env import SokobanEnv
 from agentbench_rl.envs.sokoban.generator import LevelConfig, generate_level
 from agentbench_rl.envs.sokoban.rules import ACTIONS, Room, move, render_grid, solved
 
@@ -109,7 +110,7 @@ def dense_anchors() -> FiniteMDP:
                 gain = WIN if graph.terminal[target] else 0.0
                 builder.transition(ids[source], action, [(1.0, ids[target], gain)])
         starts.append(ids[0])
-    return builder.build("dense_anchors", starts=starts, horizon=config.max_steps)
+    return builder.build("dense_anchors", starts=starts, horizon=SokobanEnv.default_max_steps)
 
 
 def aliased() -> FiniteMDP:

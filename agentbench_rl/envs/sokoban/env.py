@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
-from agentbench_rl.envs.sokoban.generator import LevelConfig
+from agentbench_rl.envs.sokoban.generator import MAX_SOLUTION_LIMIT, LevelConfig
 from agentbench_rl.envs.sokoban.levels import (
     FIXED_SPLIT_SIZES,
     SPLITS,
@@ -33,6 +33,8 @@ from agentbench_rl.envs.sokoban.rules import (
 )
 from agentbench_rl.envs.sokoban.solver import solve
 
+#: Bound on the episode's step limit (refused beyond it, like the level setting's bounds).
+MAX_STEP_LIMIT = MAX_SOLUTION_LIMIT
 _ALIASES_BY_ACTION = {
     "up": ("north", "move up", "go up", "push up", "1"),
     "down": ("south", "move down", "go down", "push down", "2"),
@@ -60,11 +62,18 @@ class _SokobanBase(TextAgentEnv[Any]):
         width: int = 6,
         height: int = 6,
         num_boxes: int = 1,
+        solution_limit: int = STANDARD.solution_limit,
         render_mode: str | None = None,
     ) -> None:
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
-        # The step limit is also the generator's bound on the optimal solution.
-        self.level_config = LevelConfig(width, height, num_boxes, self.max_steps)
+        if self.max_steps > MAX_STEP_LIMIT:
+            raise ValueError(
+                f"sokoban: max_steps must be 1 to {MAX_STEP_LIMIT}, got {self.max_steps}"
+            )
+        # The step limit only truncates episodes; the levels depend on the setting alone, so a
+        # task id is the same level under any limit (one below solution_limit can leave some
+        # levels unwinnable in time, as in RAGEN, whose step limit is also independent).
+        self.level_config = LevelConfig(width, height, num_boxes, solution_limit)
         fixed_splits(self.level_config)  # a setting that gives no levels fails here, not mid-run
         self._player = 0
         self._boxes: frozenset[int] = frozenset()
@@ -116,7 +125,8 @@ class _SokobanBase(TextAgentEnv[Any]):
         """
         rows = fixed_splits(STANDARD)["splits"][split]
         return {
-            row["task_id"]: difficulty(row["optimal_steps"], STANDARD.max_steps) for row in rows
+            row["task_id"]: difficulty(row["optimal_steps"], STANDARD.solution_limit)
+            for row in rows
         }
 
     @classmethod
@@ -170,8 +180,9 @@ class _SokobanBase(TextAgentEnv[Any]):
         return solved(self.room, self._boxes)
 
     def category(self) -> str:
-        """``easy``, ``medium`` or ``hard``: the optimal solution length in thirds of the limit."""
-        return difficulty(self.level.optimal_steps, self.level_config.max_steps)
+        """``easy``, ``medium`` or ``hard``: the optimal solution length in thirds of the
+        setting's solution limit."""
+        return difficulty(self.level.optimal_steps, self.level_config.solution_limit)
 
     def expert_action(self) -> str:
         """The next move of an optimal solution from the current state (exact BFS solver)."""

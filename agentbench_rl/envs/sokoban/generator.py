@@ -3,8 +3,9 @@
 The classic recipe of gym-sokoban (Schrader, 2018), which RAGEN and the GiGPO paper use: carve the
 room by a random walk stamping small masks, put the boxes on their targets, then play backwards
 (the player pulls boxes away from the targets) and keep the most scrambled state seen. Reverse play
-only reaches solvable states; the exact solver then rejects a level whose optimal solution does
-not fit the step limit, so every level handed out is winnable within it.
+only reaches solvable states; the exact solver then rejects a level whose optimal solution is
+longer than the setting's ``solution_limit``, so every level handed out is winnable within it.
+The episode's step limit plays no part here: a task id names the same level whatever the limit.
 
 We write our own rather than depend on gym-sokoban: that package needs the old ``gym`` and breaks
 on numpy 2, and its exhaustive reverse search costs far more than the 2 ms a level we allow.
@@ -35,7 +36,7 @@ MAX_ATTEMPTS = 1000
 #: Bounds of the level setting: beyond them building the 700 fixed levels takes minutes.
 MAX_SIDE = 12
 MAX_BOXES = 3
-MAX_STEP_LIMIT = 100
+MAX_SOLUTION_LIMIT = 100
 #: Wall-clock bound on generating a setting's levels. It can only turn a run into an error,
 #: never change a level, so results stay the same on every machine that finishes.
 SEARCH_SECONDS = 120.0
@@ -43,15 +44,21 @@ SEARCH_SECONDS = 120.0
 
 @dataclass(frozen=True)
 class LevelConfig:
-    """Size of the levels: 6x6 with one box and 15 steps is the GiGPO/RAGEN setting."""
+    """What shapes the levels: 6x6, one box, optimal solutions of at most 15 steps is the
+    GiGPO/RAGEN setting.
+
+    ``solution_limit`` bounds the optimal solution's length; it is not the episode's step limit
+    (``max_steps`` of the env), which only truncates episodes and never changes a level. The field
+    order is part of every level's seed and of the split checksums: do not reorder.
+    """
 
     width: int = 6
     height: int = 6
     num_boxes: int = 1
-    max_steps: int = 15
+    solution_limit: int = 15
 
     def __post_init__(self) -> None:
-        for name in ("width", "height", "num_boxes", "max_steps"):
+        for name in ("width", "height", "num_boxes", "solution_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValueError(f"sokoban: {name} must be a whole number, got {value!r}")
@@ -62,9 +69,10 @@ class LevelConfig:
             )
         if not 1 <= self.num_boxes <= MAX_BOXES:
             raise ValueError(f"sokoban: num_boxes must be 1 to {MAX_BOXES}, got {self.num_boxes}")
-        if not 1 <= self.max_steps <= MAX_STEP_LIMIT:
+        if not 1 <= self.solution_limit <= MAX_SOLUTION_LIMIT:
             raise ValueError(
-                f"sokoban: max_steps must be 1 to {MAX_STEP_LIMIT}, got {self.max_steps}"
+                f"sokoban: solution_limit must be 1 to {MAX_SOLUTION_LIMIT}, "
+                f"got {self.solution_limit}"
             )
         if self.num_boxes + 1 > (self.width - 2) * (self.height - 2):
             raise ValueError(
@@ -110,12 +118,12 @@ def generate_level(
             raise ValueError(
                 f"sokoban: generating {config.width}x{config.height} levels with "
                 f"{config.num_boxes} boxes took over {SEARCH_SECONDS:.0f} s; use a smaller room, "
-                "fewer boxes or a higher max_steps"
+                "fewer boxes or a higher solution_limit"
             )
     raise ValueError(
         f"sokoban: no {config.width}x{config.height} level with {config.num_boxes} boxes solvable "
-        f"in {config.max_steps} steps after {MAX_ATTEMPTS} attempts; use a larger room, fewer "
-        "boxes or a higher max_steps"
+        f"in {config.solution_limit} steps after {MAX_ATTEMPTS} attempts; use a larger room, "
+        "fewer boxes or a higher solution_limit"
     )
 
 
@@ -137,7 +145,7 @@ def _attempt(rng: random.Random, config: LevelConfig) -> Level | None:
     player, boxes = _reverse_play(rng, room, chosen[-1], targets)
     if boxes is None:
         return None
-    solution = solve(room, player, boxes, max_steps=config.max_steps)
+    solution = solve(room, player, boxes, max_steps=config.solution_limit)
     if solution is None:
         return None
     return Level(room=room, player=player, boxes=boxes, optimal_steps=len(solution))

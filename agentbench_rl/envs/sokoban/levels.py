@@ -3,10 +3,11 @@
 Task ids are ``<split>-<index>``: ``test-0000`` .. ``test-0499``, ``val-0000`` .. ``val-0199``, and
 ``train-<n>`` for any 0 <= n < 2**31, written without leading zeros. Each level has exactly one id
 (``test-00000`` or ``train-007`` are refused, not read as aliases). For the standard setting (6x6,
-one box, 15 steps) the test and val levels are pinned in ``splits.json`` (shipped with the package)
-by layout and layout hash; every other setting builds its fixed splits with the same seeded
-procedure. Train levels are generated on demand and skip any layout of the test or val split, so
-the splits never share a level.
+one box, optimal solutions of at most 15 steps) the test and val levels are pinned in
+``splits.json`` (shipped with the package) by layout and layout hash; every other setting builds
+its fixed splits with the same seeded procedure. Train levels are generated on demand and skip
+any layout of the test or val split, so the splits never share a level. The episode's step limit
+is not part of the setting: a task id names the same level whatever ``max_steps`` the env has.
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def manifest_payload(config: LevelConfig, splits: dict[str, list[Level]]) -> dic
             "width": config.width,
             "height": config.height,
             "num_boxes": config.num_boxes,
-            "max_steps": config.max_steps,
+            "solution_limit": config.solution_limit,
         },
         "checksums": {split: _checksum(config, rows) for split, rows in entries.items()},
         "splits": entries,
@@ -163,11 +164,17 @@ def load_level(task: str, config: LevelConfig = STANDARD) -> Level:
         attempt += 1
 
 
-def difficulty(optimal_steps: int, max_steps: int) -> str:
-    """The category of a level: ``easy``, ``medium`` or ``hard`` by thirds of the step limit
-    (for 15 steps: optimal solution of 1-5, 6-10 or 11-15 steps)."""
-    if optimal_steps * 3 <= max_steps:
+def difficulty(optimal_steps: int, solution_limit: int) -> str:
+    """The category of a level: ``easy``, ``medium`` or ``hard`` by thirds of its setting's
+    solution limit (for 15: optimal solution of 1-5, 6-10 or 11-15 steps), so a level keeps its
+    category whatever the episode's step limit.
+
+    Example:
+        >>> difficulty(5, 15), difficulty(6, 15), difficulty(11, 15)
+        ('easy', 'medium', 'hard')
+    """
+    if optimal_steps * 3 <= solution_limit:
         return "easy"
-    if optimal_steps * 3 <= 2 * max_steps:
+    if optimal_steps * 3 <= 2 * solution_limit:
         return "medium"
     return "hard"

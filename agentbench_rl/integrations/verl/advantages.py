@@ -11,9 +11,10 @@ home trainer does (``train/ppo.py``):
 - reward = ``success_reward`` on the last step of a won trajectory (``reward="success"``) or the
   env's own step reward (``reward="env"``),
 
-then ``compute(name, batch, **params)``; every token of a row's response gets the row's
-advantage. Rows verl added only to pad the batch to a divisible size (tag ``is_padding``; they
-copy the first real row's fields, step record included) are skipped and get advantage 0.
+then ``compute(name, batch, **params)`` and the trainer's ``advantage_norm``; every token of a
+row's response gets the row's advantage. Rows verl added only to pad the batch to a divisible
+size (tag ``is_padding``; they copy the first real row's fields, step record included) are
+skipped and get advantage 0.
 
 Nothing here imports verl, so this part is tested in the main environment too.
 """
@@ -27,6 +28,7 @@ import numpy as np
 
 from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
 from agentbench_rl.estimators import EstimatorResult, compute
+from agentbench_rl.estimators.common import normalize_advantages
 
 #: Where a sample's step record lives in verl's ``extra_fields``.
 RECORD_KEY = "agentbench_step"
@@ -126,8 +128,10 @@ def row_advantages(
     params: Mapping[str, Any],
     reward: str = "success",
     success_reward: float = 10.0,
+    advantage_norm: str = "none",
 ) -> tuple[np.ndarray, EstimatorResult]:
-    """One advantage per row of a verl batch (0 on padding rows) and the estimator's result.
+    """One advantage per row of a verl batch (0 on padding rows), normalised over the real rows
+    by ``advantage_norm`` as the home trainer does, and the estimator's result.
 
     Example:
         >>> def step(success):
@@ -142,5 +146,7 @@ def row_advantages(
     batch, keep = step_batch_from_rows(uids, sessions, records, padding, reward, success_reward)
     result = compute(estimator, batch, **dict(params))
     advantages = np.zeros(len(uids), dtype=np.float64)
-    advantages[keep] = result.advantages
+    advantages[keep] = normalize_advantages(
+        np.asarray(result.advantages, dtype=np.float64), advantage_norm
+    )
     return advantages, result

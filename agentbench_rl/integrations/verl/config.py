@@ -22,7 +22,11 @@ checkpoint_every            trainer.save_freq
 seed                        data.seed, actor.data_loader_seed, rollout.seed
 estimator (+params), gamma, algorithm.adv_estimator=agentbench: the advantage step of
 invalid_penalty, reward,    ``trainer.AgentBenchTrainer`` computes them with our estimators
-success_reward              (these settings travel in ``agent_loop.yaml``)
+success_reward,             (these settings travel in ``agent_loop.yaml``), then
+advantage_norm              ``normalize_advantages`` over the batch's rows, as the home trainer
+train_categories            the rows of ``verl-data/train.parquet`` (tasks of those categories)
+val_limit                   the rows of ``verl-data/val.parquet``
+val_greedy, val_seeds       refused unless at their defaults (see below)
 ==========================  =====================================================================
 
 One difference in kind from the home trainer: verl draws each step's tasks from its seeded,
@@ -31,7 +35,9 @@ draws them with replacement from ``(seed, iteration)``; env resets follow the ho
 rule (``agent_loop.reset_seed``).
 
 Validation runs through our harness on exported checkpoints (``--agent hf:``), not inside
-verl (``trainer.test_freq=-1``), so leaderboard numbers keep coming from the harness. Anything
+verl (``trainer.test_freq=-1``), so leaderboard numbers keep coming from the harness; settings
+that only shape the home trainer's validation (:data:`VALIDATION_SETTINGS`) are refused rather
+than silently ignored. Anything
 else of verl's is set with ``verl.KEY=VALUE`` overrides (``verl.trainer.n_gpus_per_node=8``).
 """
 
@@ -58,6 +64,10 @@ ADV_ESTIMATOR = "agentbench"
 AGENT_LOOP_FILE = "agent_loop.yaml"
 AGENT_LOOP_TARGET = "agentbench_rl.integrations.verl.agent_loop.AgentBenchAgentLoop"
 VERL_OVERRIDE_PREFIX = "verl."
+#: Our validation settings that only the home trainer carries out (verl's run validates
+#: nothing: its checkpoints are evaluated through the harness afterwards); set to anything but
+#: their defaults, the verl engine refuses them rather than ignore them.
+VALIDATION_SETTINGS = ("val_greedy", "val_seeds")
 
 
 @dataclass
@@ -78,6 +88,7 @@ class VerlSettings:
     seed: int = 0
     estimator: str = "gigpo"
     estimator_params: dict[str, Any] = field(default_factory=dict)
+    advantage_norm: str = "none"
     reward: str = "success"
     success_reward: float = 10.0
 
@@ -140,6 +151,17 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         )
     if config.action_mode != "generate":
         raise ValueError("engine verl samples free text: use action_mode generate")
+    defaults = type(config)(env=config.env)
+    changed = [
+        name for name in VALIDATION_SETTINGS if getattr(config, name) != getattr(defaults, name)
+    ]
+    if changed:
+        raise ValueError(
+            f"engine verl does not validate while training (trainer.test_freq=-1), so "
+            f"{', '.join(changed)} would be ignored: drop them and evaluate the exported "
+            "checkpoints through the harness (agentbench-rl eval --agent 'hf:FOLDER?greedy=true' "
+            "--seeds 0 1 2)"
+        )
     env_kwargs = dict(config.env_kwargs)
     if config.max_steps is not None:
         env_kwargs["max_steps"] = config.max_steps
@@ -154,6 +176,7 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         seed=config.seed,
         estimator=config.estimator,
         estimator_params=config.estimator_kwargs(),
+        advantage_norm=config.advantage_norm,
         reward=config.reward,
         success_reward=config.success_reward,
     )

@@ -10,6 +10,7 @@ are then ``<split>-0`` .. ``<split>-<size-1>``.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,21 @@ from agentbench_rl.harness.results import atomic_write_bytes
 from agentbench_rl.integrations.verl.config import AGENT_NAME
 
 
-def split_tasks(env: str, split: str, size: int | None = None) -> list[str]:
-    """The task ids of a split: all of a fixed split (its first ``size`` when given), or
-    ``size`` generated ids of an unbounded one.
+def split_tasks(
+    env: str, split: str, size: int | None = None, categories: Sequence[str] = ()
+) -> list[str]:
+    """The task ids of a split: all of a fixed split (those of ``categories`` when given, as the
+    home trainer's ``train_categories``; the first ``size`` when given), or ``size`` generated
+    ids of an unbounded one.
 
     Example:
         >>> split_tasks("sokoban", "train", size=2)
         ['train-0', 'train-1']
+        >>> split_tasks("textcraft", "train", size=1, categories=["depth-1"])
+        ['acacia_planks']
     """
     from agentbench_rl.envs import env_class, resolve
+    from agentbench_rl.rollout.scripted import tasks_in_categories
 
     name = resolve(env).name
     cls = env_class(name)
@@ -40,15 +47,19 @@ def split_tasks(env: str, split: str, size: int | None = None) -> list[str]:
     try:
         ids = list(cls.task_ids(split))
     except ValueError:  # an unbounded split: ids are <split>-<n>
+        tasks_in_categories(name, split, None, categories)  # refuses categories
         if size is None:
             raise ValueError(
                 f"split '{split}' of '{name}' has no fixed task list: give its size"
             ) from None
         return [f"{split}-{n}" for n in range(size)]
+    ids = tasks_in_categories(name, split, ids, categories)
     return ids[:size] if size is not None else ids
 
 
-def task_rows(env: str, split: str, size: int | None = None) -> pd.DataFrame:
+def task_rows(
+    env: str, split: str, size: int | None = None, categories: Sequence[str] = ()
+) -> pd.DataFrame:
     """The dataset rows (verl's columns: data_source, prompt, agent_name, reward_model,
     extra_info).
 
@@ -61,7 +72,7 @@ def task_rows(env: str, split: str, size: int | None = None) -> pd.DataFrame:
 
     name = resolve(env).name
     rows: list[dict[str, Any]] = []
-    for index, task_id in enumerate(split_tasks(name, split, size)):
+    for index, task_id in enumerate(split_tasks(name, split, size, categories)):
         rows.append(
             {
                 "data_source": f"agentbench/{name}",
@@ -74,9 +85,11 @@ def task_rows(env: str, split: str, size: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def write_split(env: str, split: str, path: Path, size: int | None = None) -> int:
+def write_split(
+    env: str, split: str, path: Path, size: int | None = None, categories: Sequence[str] = ()
+) -> int:
     """Write a split's rows to ``path`` (parquet, atomically); returns the number of rows."""
-    rows = task_rows(env, split, size)
+    rows = task_rows(env, split, size, categories)
     buffer = io.BytesIO()
     try:
         rows.to_parquet(buffer, index=False)

@@ -28,7 +28,7 @@ from agentbench_rl.integrations.verl.config import (
     verl_overrides,
     write_agent_loop_file,
 )
-from agentbench_rl.integrations.verl.data import write_split
+from agentbench_rl.integrations.verl.data import split_tasks, write_split
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -74,16 +74,18 @@ def prepare_run(
             raise ValueError(f"--resume: {run} was trained with a different config")
     splits = {"train": config.train_split, "val": config.val_split}
     data = {part: run / DATA_FOLDER / f"{part}.parquet" for part in splits}
+    categories = {"train": config.train_categories, "val": []}
+    sizes = data_sizes(config)
+    split_tasks(config.env, config.train_split, sizes["train"], categories["train"])  # refuses
     # verl checks its config before anything is written
     verl_config = compose([*verl_overrides(config, run, data), *verl_extra])
     check_supported(verl_config)
     run.mkdir(parents=True, exist_ok=True)
-    sizes = data_sizes(config)
     for part, split in splits.items():
         try:
-            write_split(config.env, split, data[part], sizes[part])
+            write_split(config.env, split, data[part], sizes[part], categories[part])
         except ValueError:  # an unbounded val split: as many tasks as one step plays
-            write_split(config.env, split, data[part], config.n_tasks)
+            write_split(config.env, split, data[part], config.n_tasks, categories[part])
     write_agent_loop_file(settings, run)
     atomic_write_text(run / VERL_CONFIG_FILE, OmegaConf.to_yaml(verl_config))
     atomic_write_text(run / CONFIG_FILE, ours)

@@ -104,6 +104,7 @@ class AgentBenchTrainer(PPOTrainerSync):
             settings.estimator_params,
             settings.reward,
             settings.success_reward,
+            settings.advantage_norm,
         )
         lengths = data["response_mask"].offsets().diff()
         values = nested_constant(advantages, lengths)
