@@ -70,7 +70,7 @@ class PageParser(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: dict[str, list[str]] = {"validated-row": [], "reported-row": []}
+        self.rows: dict[str, list[str]] = {"validated-row": [], "trained-row": [], "reported-row": []}
         self.images: list[str] = []
         self.report = ""
         self._in_report = False
@@ -126,8 +126,13 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def filed_ids(root: Path) -> list[str]:
-    return sorted(path.parent.name for path in root.glob("*/*/*/metadata.json"))
+def filed_ids(root: Path, trained: bool) -> list[str]:
+    """Ids of the filed submissions that name a training run of this package (or do not)."""
+    return sorted(
+        path.parent.name
+        for path in root.glob("*/*/*/metadata.json")
+        if ("training_run" in json.loads(path.read_text("utf-8"))) == trained
+    )
 
 
 def test_page_rows_and_every_plot_load_in_chromium(site: Path, tmp_path: Path) -> None:
@@ -141,14 +146,22 @@ def test_page_rows_and_every_plot_load_in_chromium(site: Path, tmp_path: Path) -
     parsed = PageParser()
     parsed.feed(result.stdout)
 
-    assert sorted(parsed.rows["validated-row"]) == filed_ids(site)
+    assert sorted(parsed.rows["validated-row"]) == filed_ids(site, trained=False)
+    assert sorted(parsed.rows["trained-row"]) == filed_ids(site, trained=True)
     reported = json.loads((REPO / "agentbench_rl/leaderboard/reported.json").read_text("utf-8"))
     assert len(parsed.rows["reported-row"]) == len(reported["rows"])
 
-    # Two plots per board, plus the curves of the one board with a trained entry.
+    # Two plots per board, the curves of the one board with curves, and one plot per board
+    # holding runs trained here.
     plots = sorted(path.name for path in (site / "site").glob("*.png"))
     boards = {path.parent.parent.relative_to(site) for path in site.glob("*/*/*/metadata.json")}
-    assert len(plots) == 2 * len(boards) + 1 and "sokoban-val-curves.png" in plots
+    trained_boards = {
+        path.parent.parent.relative_to(site)
+        for path in site.glob("*/*/*/metadata.json")
+        if "training_run" in json.loads(path.read_text("utf-8"))
+    }
+    assert len(plots) == 2 * len(boards) + 1 + len(trained_boards)
+    assert "sokoban-val-curves.png" in plots
     assert sorted(parsed.images) == plots
     images = json.loads(parsed.report)
     assert sorted(image["src"] for image in images) == plots
