@@ -70,7 +70,8 @@ class PageParser(HTMLParser):
 
     def __init__(self) -> None:
         super().__init__()
-        self.rows: dict[str, list[str]] = {"validated-row": [], "trained-row": [], "reported-row": []}
+        kinds = ("validated-row", "trained-row", "reported-row")
+        self.rows: dict[str, list[str]] = {kind: [] for kind in kinds}
         self.images: list[str] = []
         self.report = ""
         self._in_report = False
