@@ -51,6 +51,8 @@ from agentbench_rl.leaderboard.validate import (
     read_episode_table,
     validate_submission,
 )
+from agentbench_rl.train.config import config_from_dict
+from agentbench_rl.train.sweep import is_finished, load_sweep, read_metrics
 
 #: The contact of the submissions this module files.
 TRAINED_CONTACT = "agentbench-rl maintainers (trained here: agentbench-rl leaderboard file-runs)"
@@ -113,17 +115,11 @@ def _comparable(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def _final_validation(run: Path, iterations: int) -> dict[str, Any]:
-    rows = [row for row in _metrics(run) if row.get("iteration") == iterations]
+    rows = [row for row in read_metrics(run) if row.get("iteration") == iterations]
     validated = [row for row in rows if "val_success" in row]
     if not validated:
         raise RunError(f"{run}: metrics.jsonl has no validation of the last iteration {iterations}")
     return validated[-1]
-
-
-def _metrics(run: Path) -> list[dict[str, Any]]:
-    from agentbench_rl.train.sweep import read_metrics
-
-    return read_metrics(run)
 
 
 def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +130,6 @@ def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
     metrics row. Raises :class:`RunError` naming the first problem.
     """
     import yaml
-
-    from agentbench_rl.train.config import config_from_dict
 
     run = Path(run)
     config_file, state_file = run / "config.yaml", run / "checkpoint" / "state.json"
@@ -227,7 +221,6 @@ def file_run(
 ) -> FiledRun:
     """Check, replay the validation of, evaluate and file one finished run (see the module)."""
     from agentbench_rl.harness.evaluate import EvalConfig, evaluate
-    from agentbench_rl.train.config import config_from_dict
 
     record = check_run(run, expected)
     config = config_from_dict(record["config"])
@@ -269,7 +262,7 @@ def file_run(
     summary = evaluate(test_config, test, resume=True, batch_size=config.forward_batch_size)
     curve = {
         str(row["iteration"]): float(row["val_success"])
-        for row in _metrics(run)
+        for row in read_metrics(run)
         if "val_success" in row
     }
     commit = record["git_commit"]
@@ -337,7 +330,6 @@ def file_runs(
     """File every finished run of the sweep under ``runs_root``; return what was filed and
     one line per run that could not be (unfinished runs are passed over silently)."""
     from agentbench_rl.harness.journal import FolderInUseError
-    from agentbench_rl.train.sweep import is_finished, load_sweep
 
     sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
     done, problems = [], []
