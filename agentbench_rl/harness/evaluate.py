@@ -37,7 +37,11 @@ from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
 from agentbench_rl.harness.journal import ResultsLock, read_journal
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
-from agentbench_rl.harness.sampling import stratified_sample, task_categories
+from agentbench_rl.harness.sampling import (
+    stratified_sample,
+    task_categories,
+    tasks_of_categories,
+)
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
 from agentbench_rl.rollout.episode import (
@@ -139,13 +143,7 @@ class EvalConfig:
             return ids
         categories = task_categories(env or self.make_env(), self.split, ids)
         if self.categories:
-            wanted = set(self.categories)
-            ids = [task for task in ids if categories[task] in wanted]
-            if not ids:
-                raise ValueError(
-                    f"categories: no task of split '{self.split}' is in {sorted(wanted)} "
-                    f"(it has {', '.join(sorted(set(categories.values())))})"
-                )
+            ids = tasks_of_categories(categories, ids, self.categories, "categories", self.split)
         if not self.limit or self.limit >= len(ids):
             return ids
         return stratified_sample({task: categories[task] for task in ids}, self.limit)

@@ -21,6 +21,7 @@ from agentbench_rl.agents.prompting import (
 )
 from agentbench_rl.envs import env_class, make
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.rollout.episode import Episode, EpisodeSlot, Lockstep, episode_seed
 
 #: Chooses a step's action from the env (its expert) and the episode (what the agent sees).
@@ -67,11 +68,7 @@ def tasks_in_categories(
     known = env_class(env_name).task_categories(split)
     if known is None:
         raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
-    wanted = set(categories)
-    kept = [task for task in ids if known.get(task) in wanted]
-    if not kept:
-        raise ValueError(f"train_categories: no task of split '{split}' is in {list(categories)}")
-    return kept
+    return tasks_of_categories(known, ids, categories, "train_categories", split)
 
 
 def scripted_steps(

@@ -21,6 +21,7 @@ import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.estimators.common import ADVANTAGE_NORMS
+from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
 if TYPE_CHECKING:
@@ -146,11 +147,8 @@ class TrainConfig:
             except ValueError:  # an unbounded split: the task draw says what is wrong
                 continue
             known = env_class(self.env).task_categories(split)
-            if known is not None and not set(wanted) & set(known.values()):
-                raise ValueError(
-                    f"{name}: no task of split '{split}' is in {wanted} "
-                    f"(it has {', '.join(sorted(set(known.values())))})"
-                )
+            if known is not None:
+                tasks_of_categories(known, list(known), wanted, name, split)
         if self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode '{self.action_mode}' (choose from generate, choose)")
         choices = {
