@@ -431,6 +431,52 @@ def ref_gated_bepo(
     return out
 
 
+def ref_hgpo(
+    rows: list[Row],
+    gamma: float = 0.95,
+    history_length: int = 2,
+    alpha: float = 1.0,
+    base_group: bool = False,
+    norm: str = "mean_std",
+    lone_row: str = "zero",
+    invalid_penalty: float = 0.0,
+) -> list[float]:
+    g = step_return(rows, gamma, invalid_penalty)
+    episode = episode_advantage(rows, norm, "rows", invalid_penalty)
+    window: dict[int, tuple[Any, ...]] = {}  # row -> its observations o_0 .. o_t
+    for indices in trajectories(rows).values():
+        for k, i in enumerate(indices):
+            window[i] = tuple(rows[j]["obs_key"] for j in indices[: k + 1])
+    groups: dict[tuple[Any, int, tuple[Any, ...]], list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        for k in range(1, min(history_length + 1, len(window[i])) + 1):
+            groups[(row["group"], k, window[i][-k:])].append(i)
+    out = []
+    for i, row in enumerate(rows):
+        items: list[tuple[int, float]] = []
+        if base_group:
+            lone = sum(1 for other in rows if other["group"] == row["group"]) == 1
+            if lone and lone_row == "score":
+                own = score(rows, invalid_penalty)[i]
+                items.append((0, own / (1 + EPS) if norm == "mean_std" else own))
+            else:
+                items.append((0, episode[i]))
+        for k in range(1, min(history_length + 1, len(window[i])) + 1):
+            values = [g[j] for j in groups[(row["group"], k, window[i][-k:])]]
+            if len(values) >= 2:
+                # a plain sum in row order, as the authors' code: its a ≠ 0 rule below sees the
+                # float residue of a mean of equal values (hgpo.py's docstring)
+                centre = sum(values) / len(values)
+                a = g[i] - centre
+                if norm == "mean_std":
+                    a /= math.sqrt(sum((x - centre) ** 2 for x in values) / len(values)) + EPS
+                items.append((k, a))
+        items = [(k, a) for k, a in items if a != 0]
+        total = sum((k + 1) ** alpha for k, _ in items)
+        out.append(sum((k + 1) ** alpha * a for k, a in items) / (total + EPS) if items else 0.0)
+    return out
+
+
 reference = {
     "grpo": ref_grpo,
     "rloo": ref_rloo,
@@ -439,6 +485,7 @@ reference = {
     "ecpo": ref_ecpo,
     "progpo": ref_progpo,
     "gated_bepo": ref_gated_bepo,
+    "hgpo": ref_hgpo,
 }
 
 # ------------------------------------------------------------------------------------ the tests
@@ -573,3 +620,37 @@ def test_gated_bepo_matches_reference(
     records: list[Row], gamma: float, lam: float, norm: str, mixing: str, p: float
 ) -> None:
     agree("gated_bepo", records, gamma=gamma, lam=lam, norm=norm, mixing=mixing, invalid_penalty=p)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_records(observations="AB"),
+    GAMMAS,
+    NORMS,
+    st.sampled_from([0, 1, 2, 4]),
+    st.sampled_from([0.0, 1.0, 2.5]),
+    st.booleans(),
+    st.sampled_from(["zero", "score"]),
+    PENALTIES,
+)
+def test_hgpo_matches_reference(
+    records: list[Row],
+    gamma: float,
+    norm: str,
+    history_length: int,
+    alpha: float,
+    base_group: bool,
+    lone_row: str,
+    p: float,
+) -> None:
+    agree(
+        "hgpo",
+        records,
+        gamma=gamma,
+        norm=norm,
+        history_length=history_length,
+        alpha=alpha,
+        base_group=base_group,
+        lone_row=lone_row,
+        invalid_penalty=p,
+    )

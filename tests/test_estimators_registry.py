@@ -46,7 +46,7 @@ def small_batch(hidden: Any = None) -> StepBatch:
 
 
 def test_names_in_order() -> None:
-    assert NAMES == ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo")
+    assert NAMES == ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "hgpo")
     assert available() == list(NAMES)
 
 
@@ -91,6 +91,10 @@ def test_unknown_parameter_lists_the_accepted_ones() -> None:
         ("progpo", "depth", 1.5),
         ("gated_bepo", "lam", 1.01),
         ("gated_bepo", "mixing", "multiply"),
+        ("hgpo", "history_length", -1),
+        ("hgpo", "alpha", -0.5),
+        ("hgpo", "base_group", 1),
+        ("hgpo", "lone_row", "raw"),
     ],
 )
 def test_out_of_range_parameters(name: str, param: str, value: Any) -> None:
@@ -112,6 +116,8 @@ def test_out_of_range_parameters(name: str, param: str, value: Any) -> None:
         ("progpo", {"depth": 0}),
         ("gated_bepo", {"gamma": 1.0, "lam": 0.0, "mixing": "replace"}),
         ("gated_bepo", {"gamma": np.float64(0.5), "lam": np.float32(1.0)}),
+        ("hgpo", {"history_length": 0, "alpha": 0, "base_group": True, "lone_row": "score"}),
+        ("hgpo", {"base_group": np.bool_(False)}),
     ],
 )
 def test_boundary_values_are_accepted(name: str, params: dict[str, Any]) -> None:
@@ -268,7 +274,7 @@ def test_entry_point_estimators_are_declared_like_built_ins(
 
 
 def test_unknown_name_lists_plugins_too(plugins: list[FakeEntryPoint]) -> None:
-    with pytest.raises(ValueError, match=r"accepted: .*gated_bepo, broken, constant, needs_hidden"):
+    with pytest.raises(ValueError, match=r"accepted: .*hgpo, broken, constant, needs_hidden"):
         compute("nope", small_batch())
 
 
@@ -317,5 +323,5 @@ def test_every_built_in_declares_a_help_line_per_parameter(name: str) -> None:
     schema = registry_module.REGISTRY[name].schema()
     assert schema["summary"]
     for param in schema["params"]:
-        assert param["help"] and param["type"] in ("number", "integer", "choice"), param
+        assert param["help"] and param["type"] in ("number", "integer", "choice", "boolean"), param
         assert registry_module.REGISTRY[name].params[param["name"]].rule.check(param["default"])

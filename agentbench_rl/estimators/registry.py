@@ -123,6 +123,16 @@ def integer_at_least(low: int) -> ParamRule:
     )
 
 
+def boolean() -> ParamRule:
+    """Rule for ``True`` or ``False`` (numpy's bool too; 0 and 1 are refused).
+
+    Example:
+        >>> boolean().check(1)
+        False
+    """
+    return ParamRule(lambda value: isinstance(value, bool | np.bool_), "true or false", "boolean")
+
+
 def one_of(*choices: str) -> ParamRule:
     """Rule for one of a few strings.
 
@@ -151,6 +161,11 @@ PARAM_RULES: dict[str, ParamRule] = {
     "kappa": number_in(0, math.inf).described("strength of the entropy modulation"),
     "tau": number_in(0, math.inf, low_open=True).described("temperature of the entropy weights"),
     "depth": integer_at_least(0).described("levels of the anchor hierarchy"),
+    "history_length": integer_at_least(0).described(
+        "past observations a context group may share (levels 1 .. history_length + 1)"
+    ),
+    "alpha": number_in(0, math.inf).described("level weight exponent: w_k = (k + 1)^alpha"),
+    "base_group": boolean().described("add the episode advantage as the level-0 item"),
     "min_peers": integer_at_least(1).described(
         "rows with the same action a cluster needs before its own baseline is used"
     ),
@@ -162,6 +177,9 @@ PARAM_RULES: dict[str, ParamRule] = {
     "pace": one_of("q", "diff", "state").described("action-side baseline inside a cluster"),
     "mixing": one_of("additive", "replace").described(
         "add the step term to the episode term, or replace it"
+    ),
+    "lone_row": one_of("zero", "score").described(
+        "base_group's advantage for a task group of one row: 0, or its score (verl-agent)"
     ),
 }
 
