@@ -35,8 +35,8 @@ from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.board import collect_boards
-from agentbench_rl.leaderboard.render import render
-from agentbench_rl.leaderboard.reported import ReportedRow, load_reported
+from agentbench_rl.leaderboard.render import render, reported_table
+from agentbench_rl.leaderboard.reported import Paper, ReportedRow, load_reported
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
 from agentbench_rl.leaderboard.serve import make_server, site_url
 from agentbench_rl.leaderboard.store import stored_submissions, submit
@@ -634,6 +634,7 @@ def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Pa
         "ECPO": ("71.9", "84.4"),
         "GiGPO (w/o std)": ("67.4", "83.5"),
         "GRPO": ("56.8", "75.8"),
+        "HGPO": ("—", "88.4"),  # the HGPO paper's WebShop 7B score; its success is not recorded
     }
     # Reported rows never enter a validated table.
     validated = table_rows(markdown, "### sokoban / val")
@@ -668,9 +669,39 @@ def test_reported_data_file_holds_every_number_of_estimators_md() -> None:
         ("textcraft", "7B", "GiGPO"): (87.0, 2.4, None),
         ("textcraft", "1.5B", "BiPACE_Q"): (65.1, 7.0, None),
         ("textcraft", "7B", "BiPACE_Q"): (91.1, 2.4, None),
+        # BiPACE's "HiGPO" baseline rows and the HGPO paper's own WebShop 7B score (issue #26)
+        ("alfworld", "1.5B", "HiGPO"): (92.8, None, None),
+        ("alfworld", "7B", "HiGPO"): (95.4, None, None),
+        ("textcraft", "1.5B", "HiGPO"): (59.4, None, None),
+        ("textcraft", "7B", "HiGPO"): (87.5, None, None),
+        ("webshop", "7B", "HGPO"): (None, None, 88.4),
     }
     assert table == expected
     assert {row.paper for row in reported.rows if row.env == "textcraft"} == {"bipace"}
+
+
+def test_every_reported_paper_is_named_and_an_unnamed_one_is_marked() -> None:
+    reported = load_reported()
+    for key, paper in reported.papers.items():
+        assert paper.named and "arxiv.org/abs/" in (paper.url or ""), key
+    row = reported.rows[0]
+    anonymous = reported.model_copy(
+        update={
+            "papers": {**reported.papers, row.paper: Paper(label="a paper", title=None, url=None)}
+        }
+    )
+    cells = reported_table([row], anonymous).rows[0]
+    assert any(part.text == "(source not identified)" for part in cells[5])
+    assert not any(
+        part.text == "(source not identified)"
+        for part in reported_table([row], reported).rows[0][5]
+    )
+
+
+def test_a_reported_row_needs_a_number() -> None:
+    row = load_reported().rows[0].model_dump()
+    with pytest.raises(ValueError, match="neither success nor score"):
+        ReportedRow.model_validate({**row, "success": None, "score": None})
 
 
 def test_a_reported_variant_is_data_for_any_method() -> None:

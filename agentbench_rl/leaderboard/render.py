@@ -318,16 +318,17 @@ def estimator_table(board: Board) -> Table:
 def _paper_cell(row: ReportedRow, reported: ReportedNumbers) -> Cell:
     paper = reported.papers[row.paper]
     mark = (Part("†"),) if row.attribution == "inferred" else ()
-    return (Part(paper.label, paper.url), *mark)
+    unnamed = () if paper.named else (Part("(source not identified)"),)
+    return (Part(paper.label, paper.url), *mark, *unnamed)
 
 
 def reported_table(rows: Sequence[ReportedRow], reported: ReportedNumbers) -> Table:
     """The reported rows of one env, labelled as such."""
     cells = []
     for row in rows:
-        success = f"{row.success:.1f}" + (
-            f" ± {row.success_std:.1f}" if row.success_std is not None else ""
-        )
+        success = NONE if row.success is None else f"{row.success:.1f}"
+        if row.success_std is not None:
+            success += f" ± {row.success_std:.1f}"
         cells.append(
             (
                 _plain(row.model),

@@ -7,7 +7,7 @@ a claim, never a rank among validated submissions.
 Example:
     >>> rows = load_reported().rows_for("alfworld")
     >>> [(row.method_label, row.success) for row in rows if row.model == "Qwen2.5-7B-Instruct"]
-    [('BiPACE_Q', 97.1), ('ECPO', 91.9), ('GiGPO (w/ std)', 90.8), ('GRPO', 77.6)]
+    [('BiPACE_Q', 97.1), ('HiGPO', 95.4), ('ECPO', 91.9), ('GiGPO (w/ std)', 90.8), ('GRPO', 77.6)]
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ class Paper(BaseModel):
     title: str | None
     url: str | None
 
+    @property
+    def named(self) -> bool:
+        """Whether the paper is identified (a title and a link); the boards mark it otherwise."""
+        return bool(self.title and self.url)
+
 
 class ReportedRow(BaseModel):
     """One number a paper reports (percent, as papers print them)."""
@@ -51,9 +56,15 @@ class ReportedRow(BaseModel):
         "'w/ std' (with std normalisation); null for the method as named.",
     )
     setting: str = Field(min_length=1, description="What was measured, in the paper's words.")
-    success: Percent
+    success: Percent | None = Field(description="Success; null where only the score is known.")
     success_std: Percent | None
     score: Percent | None
+
+    @model_validator(mode="after")
+    def _has_a_number(self) -> ReportedRow:
+        if self.success is None and self.score is None:
+            raise ValueError(f"{self.method} on {self.env}: neither success nor score")
+        return self
 
     @property
     def method_label(self) -> str:
@@ -84,7 +95,12 @@ class ReportedNumbers(BaseModel):
     def rows_for(self, env: str) -> list[ReportedRow]:
         """The rows of one env in a fixed order: model, then success (best first), then method."""
         rows = [row for row in self.rows if row.env == env]
-        return sorted(rows, key=lambda row: (row.model, -row.success, row.method_label, row.paper))
+
+        def best_first(row: ReportedRow) -> tuple[str, bool, float, str, str]:
+            known = row.success is not None
+            return (row.model, not known, -(row.success or 0.0), row.method_label, row.paper)
+
+        return sorted(rows, key=best_first)
 
 
 def load_reported() -> ReportedNumbers:
