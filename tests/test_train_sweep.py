@@ -271,3 +271,18 @@ def test_paired_comparisons_against_grpo_and_gigpo(tmp_path: Path) -> None:
     markdown = (sweep.out / "toy" / "summary.md").read_text()
     assert "| toy | gigpo | grpo | final | 3 | +0.133 [" in markdown
     assert "| rloo | 3 (2) |" in markdown and "1/3 (first at 5)" in markdown
+
+
+def test_gpu_sweep_files_run_every_estimator_with_bipace_published_epsilon() -> None:
+    # BiPACE's authors publish epsilon 0.10 for 7B and 0.05 for 1.5B (issue #26); HGPO runs beside
+    # the others in every GPU sweep file.
+    from agentbench_rl.estimators import NAMES
+
+    files = sorted(Path("baselines").glob("*-qwen2.5-*.yaml"))
+    assert files
+    for path in files:
+        sweep = load_sweep(path)
+        assert sorted(sweep.grid["estimator"]) == sorted(NAMES), path
+        bipace = [run.config for run in sweep.runs() if run.config.estimator == "bipace"]
+        epsilon = {config.estimator_params.get("epsilon", 0.05) for config in bipace}
+        assert epsilon == ({0.10} if "-7b" in path.name else {0.05}), path
