@@ -797,3 +797,35 @@ def test_gated_bepo_episode_stats_trajectories() -> None:
         lam=0.5,
         episode_stats="trajectories",
     )
+
+
+# ---------------------------------------------------------------------------------------- HGPO
+def test_hgpo_context_groups_by_hand() -> None:
+    """x: A→B, y: A→B, z: C→B; rewards 0 then 1 for x and z, 0, 0 for y; γ = 1, so G = 1 on x
+    and z, 0 on y. history_length 1 (levels k = 1, 2), norm "mean", α = 1: w_1 = 2, w_2 = 3.
+
+    Level 1: {x0, y0} (A) mean 1/2; {z0} (C) alone; {x1, y1, z1} (B) mean 2/3.
+    Level 2: {x1, y1} (A, B) mean 1/2; {z1} (C, B) alone.
+    """
+    rows = [
+        ("x", 0, "A", "s", "a", 0.0, None),
+        ("x", 1, "B", "s", "a", 1.0, None),
+        ("y", 0, "A", "s", "a", 0.0, None),
+        ("y", 1, "B", "s", "a", 0.0, None),
+        ("z", 0, "C", "s", "a", 0.0, None),
+        ("z", 1, "B", "s", "a", 1.0, None),
+    ]
+    one, two = 2 + EPS, 5 + EPS  # Σ w + 1e-6 for one item (k = 1) and for two (k = 1, 2)
+    expected = [
+        2 * 0.5 / one,
+        (2 * (1 / 3) + 3 * 0.5) / two,
+        2 * -0.5 / one,
+        (2 * (-2 / 3) + 3 * -0.5) / two,
+        0.0,  # z0: its only group is itself
+        2 * (1 / 3) / one,  # z1: alone at level 2, so only its level-1 item
+    ]
+    diagnostics = check(
+        "hgpo", make_batch(rows), expected, gamma=1.0, history_length=1, norm="mean"
+    )
+    assert diagnostics["grouped_rate_k1"] == 5 / 6 and diagnostics["grouped_rate_k2"] == 2 / 6
+    assert diagnostics["singleton_rate"] == 1 / 6 and diagnostics["step_groups"] == 3

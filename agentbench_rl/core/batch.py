@@ -196,28 +196,19 @@ class StepBatch:
         rows = list(records)
         if not rows:
             raise _fail("group", None, "the batch is empty")
-        columns: dict[str, Any] = {}
-        for name in REQUIRED_COLUMNS:
-            values = []
-            for row, record in enumerate(rows):
-                if name not in record:
-                    raise _fail(name, row, "missing")
-                values.append(record[name])
-            columns[name] = values
+        given = set().union(*rows)  # every key some record has, in one C-level pass
+        columns: dict[str, Any] = {name: _column(rows, name) for name in REQUIRED_COLUMNS}
         for name in ("group", "traj", "obs_key", "state_key", "action_key"):
             columns[name] = _object_array(columns[name])
-        if any("semantic_key" in r for r in rows):
-            missing = [i for i, r in enumerate(rows) if "semantic_key" not in r]
-            if missing:
-                raise _fail("semantic_key", missing[0], "missing (given on other rows)")
-            columns["semantic_key"] = _object_array([r["semantic_key"] for r in rows])
-        if any("success" in r for r in rows):
-            missing = [i for i, r in enumerate(rows) if "success" not in r]
-            if missing:
-                raise _fail("success", missing[0], "missing (given on other rows)")
-            columns["success"] = [r["success"] for r in rows]
-        if any(r.get("hidden") is not None for r in rows):
-            columns["hidden"] = _stack_hidden([r.get("hidden") for r in rows])
+        for name in ("semantic_key", "success"):
+            if name in given:
+                columns[name] = _column(rows, name, "missing (given on other rows)")
+        if "semantic_key" in columns:
+            columns["semantic_key"] = _object_array(columns["semantic_key"])
+        if "hidden" in given:
+            hidden = [record.get("hidden") for record in rows]
+            if any(vector is not None for vector in hidden):
+                columns["hidden"] = _stack_hidden(hidden)
         return cls(**columns)
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -304,6 +295,18 @@ class StepBatch:
                 raise _fail(column, None, "missing")
             cache[column] = factorize(values)
         return cache[column]
+
+
+def _column(rows: list[Mapping[str, Any]], name: str, missing: str = "missing") -> list[Any]:
+    """One column of records as a list (a comprehension: the hot path of ``from_records``),
+    naming the first record that lacks it."""
+    try:
+        return [record[name] for record in rows]
+    except KeyError:
+        lacking = next((row for row, record in enumerate(rows) if name not in record), None)
+        if lacking is None:
+            raise
+        raise _fail(name, lacking, missing) from None
 
 
 def _object_array(values: list[Any]) -> np.ndarray:

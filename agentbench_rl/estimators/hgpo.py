@@ -77,7 +77,8 @@ def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarr
         [([0, 1, 0, -1, 1, 0], 3), ([-1, -1, 1, -1, -1, 1], 3), ([-1, -1, -1, -1, -1, -1], 2)]
     """
     obs_codes, _ = batch.codes("obs_key")
-    level, n_level = anchor_sets(batch, "obs")  # key_1 = (o_t), within the task group
+    anchor, n_anchors = anchor_sets(batch, "obs")  # key_1 = (o_t), within the task group
+    level, n_level = anchor, n_anchors
     previous = batch.prev_row
     ancestor = previous  # the row at t − (k − 1), or -1 where t < k − 1
     levels = []
@@ -86,10 +87,7 @@ def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarr
             shorter = level
             rows = np.flatnonzero((shorter >= 0) & (ancestor >= 0))
             level = np.full(len(batch), -1, dtype=np.int64)
-            if rows.size:
-                level[rows], n_level = combine_codes(shorter[rows], obs_codes[ancestor[rows]])
-            else:
-                n_level = 0
+            level[rows], n_level = combine_codes(shorter[rows], obs_codes[ancestor[rows]])
             ancestor = np.where(ancestor >= 0, previous[np.maximum(ancestor, 0)], -1)
         lone = np.bincount(np.maximum(level, 0), weights=level >= 0, minlength=n_level)
         level = np.where((level >= 0) & (lone[np.maximum(level, 0)] >= 2), level, -1)
