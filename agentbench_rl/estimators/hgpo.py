@@ -59,9 +59,12 @@ from agentbench_rl.estimators.registry import EstimatorResult, register
 LoneRow = Literal["zero", "score"]
 
 
-def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarray, int]]:
+def context_levels(
+    batch: StepBatch, anchors: tuple[np.ndarray, int], history_length: int
+) -> list[tuple[np.ndarray, int]]:
     """Codes of the level-k groups of two or more rows, k = 1 .. history_length + 1; code -1
-    for a row in no such group (a lone key, or t < k − 1).
+    for a row in no such group (a lone key, or t < k − 1). ``anchors`` are the level-1 keys,
+    the rows' anchor sets (:func:`anchor_sets` keyed by observation).
 
     Level k extends level k − 1 backwards by the observation k − 1 steps back, so
     ``key_k = (o_{t−k+1}, key_{k−1})``; each level is one vectorised re-factorisation of the rows
@@ -73,12 +76,12 @@ def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarr
         ...     {"group": 0, "traj": traj, "t": t, "reward": 0.0, "obs_key": obs,
         ...      "state_key": obs, "action_key": "a", "valid": True}
         ...     for traj, path in (("x", "ACA"), ("y", "BCA")) for t, obs in enumerate(path)])
-        >>> [(codes.tolist(), n) for codes, n in context_levels(batch, 2)]
+        >>> levels = context_levels(batch, anchor_sets(batch, "obs"), 2)
+        >>> [(codes.tolist(), n) for codes, n in levels]
         [([0, 1, 0, -1, 1, 0], 3), ([-1, -1, 1, -1, -1, 1], 3), ([-1, -1, -1, -1, -1, -1], 2)]
     """
     obs_codes, _ = batch.codes("obs_key")
-    anchor, n_anchors = anchor_sets(batch, "obs")  # key_1 = (o_t), within the task group
-    level, n_level = anchor, n_anchors
+    level, n_level = anchors  # key_1 = (o_t), within the task group
     previous = batch.prev_row
     ancestor = previous  # the row at t − (k − 1), or -1 where t < k − 1
     levels = []
@@ -89,8 +92,8 @@ def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarr
             level = np.full(len(batch), -1, dtype=np.int64)
             level[rows], n_level = combine_codes(shorter[rows], obs_codes[ancestor[rows]])
             ancestor = np.where(ancestor >= 0, previous[np.maximum(ancestor, 0)], -1)
-        lone = np.bincount(np.maximum(level, 0), weights=level >= 0, minlength=n_level)
-        level = np.where((level >= 0) & (lone[np.maximum(level, 0)] >= 2), level, -1)
+        count = np.bincount(np.maximum(level, 0), weights=level >= 0, minlength=n_level)
+        level = np.where((level >= 0) & (count[np.maximum(level, 0)] >= 2), level, -1)
         levels.append((level, n_level))
     return levels
 
@@ -98,7 +101,8 @@ def context_levels(batch: StepBatch, history_length: int) -> list[tuple[np.ndarr
 def level_advantage(
     step_return: np.ndarray, codes: np.ndarray, n_sets: int, norm: Norm
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``a_k`` of the rows in a level-k group of two or more (population std), and those rows.
+    """``a_k`` of the rows in a level-k group (population std), and those rows; ``codes`` as
+    :func:`context_levels` gives them (-1: no group; every group has two or more rows).
 
     Example:
         >>> advantage, rows = level_advantage(
@@ -116,8 +120,7 @@ def level_advantage(
             np.bincount(code, weights=centred * centred, minlength=n_sets) / np.maximum(count, 1)
         )
         centred = centred / (pstd[code] + STD_EPS)
-    grouped = count[code] >= 2
-    return centred[grouped], members[grouped]
+    return centred, members
 
 
 def hgpo_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
@@ -168,10 +171,11 @@ def hgpo(
             if norm == "mean_std":
                 lone_score = lone_score / (1.0 + STD_EPS)
             base = np.where(lone, lone_score, base)
-        weighted_sum += np.where(base != 0, base, 0.0)
+        weighted_sum += base
         weight_sum += base != 0
 
-    levels = context_levels(batch, history_length)
+    anchors = anchor_sets(batch, "obs")
+    levels = context_levels(batch, anchors, history_length)
     grouped_rates = {}
     for k, (codes, n_sets) in enumerate(levels, start=1):
         advantage, rows = level_advantage(step_return, codes, n_sets, norm)
@@ -183,15 +187,6 @@ def hgpo(
 
     has_items = weight_sum > 0
     advantages = np.where(has_items, weighted_sum / (weight_sum + STD_EPS), 0.0)
-    # Step-level sets: the level-1 groups; a row at -1 there is a set of one.
-    level_1, n_level_1 = levels[0]
-    count = np.bincount(np.maximum(level_1, 0), weights=level_1 >= 0)
-    size = np.where(level_1 >= 0, count[level_1], 1)
-    diagnostics = base_diagnostics(batch)
-    diagnostics.update(
-        step_groups=n_level_1,
-        singleton_rate=float(np.mean(size == 1)),
-        mean_group_size=float(np.mean(size)),
-        **grouped_rates,
-    )
+    diagnostics = base_diagnostics(batch, *anchors)  # step-level sets: the level-1 groups
+    diagnostics.update(grouped_rates)
     return EstimatorResult(advantages, diagnostics)
