@@ -692,7 +692,7 @@ def leaderboard_init(
         return
     import json
 
-    from agentbench_rl.harness.results import atomic_write_text
+    from agentbench_rl.core.atomic import atomic_write_text
 
     metadata = metadata_template(summary)
     given = {"name": name, "contact": contact, "url": url}

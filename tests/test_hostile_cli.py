@@ -16,8 +16,8 @@ import pytest
 from rich.console import Console
 
 from agentbench_rl.cli import main
+from agentbench_rl.core.lock import FolderLock
 from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
-from agentbench_rl.harness.journal import ResultsLock
 from agentbench_rl.harness.report import print_summary
 
 MARKUP = ("[/]", "[red]x[/red]", "[link=https://evil.example]x[/link]", "[bold")
@@ -156,7 +156,7 @@ def test_a_locked_out_is_one_line_naming_the_holder(
 ) -> None:
     out = tmp_path / "run"
     out.mkdir()
-    with ResultsLock(out):
+    with FolderLock(out):
         line = one_error(capsys, *ARGS, "--out", str(out))
     assert line.startswith(f"error: {out} is in use by pid ")
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agentbench_rl.core.lock import LOCK, FolderInUseError, FolderLock
 from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
-from agentbench_rl.harness.journal import LOCK, FolderInUseError, ResultsLock, read_journal
+from agentbench_rl.harness.journal import read_journal
 
 CONFIG = EvalConfig(env="sokoban", split="val", agent="random", seeds=[0, 1], limit=6)
 COLUMNS = ("task_id", "category", "seed", "success", "score", "steps", "return", "invalid_actions")
@@ -99,7 +100,7 @@ def test_a_torn_last_line_is_cut_before_the_run_appends(reference: Path, tmp_pat
 def test_a_second_run_on_a_locked_folder_names_the_holder(tmp_path: Path) -> None:
     folder = tmp_path / "run"
     folder.mkdir()
-    with ResultsLock(folder), pytest.raises(FolderInUseError) as caught:
+    with FolderLock(folder), pytest.raises(FolderInUseError) as caught:
         evaluate(CONFIG, folder)
     message = str(caught.value)
     assert "\n" not in message
@@ -109,7 +110,7 @@ def test_a_second_run_on_a_locked_folder_names_the_holder(tmp_path: Path) -> Non
 
 def test_the_lock_is_released_when_the_run_ends(reference: Path) -> None:
     assert not (reference / LOCK).exists()
-    with ResultsLock(reference):
+    with FolderLock(reference):
         pass
 
 
@@ -121,8 +122,8 @@ def test_the_lock_of_a_killed_run_does_not_block(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from agentbench_rl.harness.journal import ResultsLock\n"
-            "ResultsLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
+            "from agentbench_rl.core.lock import FolderLock\n"
+            "FolderLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
             str(folder),
         ],
         stdout=subprocess.PIPE,
@@ -131,7 +132,7 @@ def test_the_lock_of_a_killed_run_does_not_block(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(FolderInUseError, match=f"pid {holder.pid} "):
-            ResultsLock(folder).acquire()
+            FolderLock(folder).acquire()
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()

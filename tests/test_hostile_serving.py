@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from agentbench_rl.core.atomic import atomic_write_text, current_umask
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
-from agentbench_rl.harness.results import atomic_write_text, current_umask
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.serve import make_server
 from agentbench_rl.leaderboard.store import submit

@@ -28,15 +28,17 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 import agentbench_rl
 from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.core.lock import FolderLock
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import AgentRaised, GuardedAgent, GuardedBatchAgent
 from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
-from agentbench_rl.harness.journal import ResultsLock, read_journal
+from agentbench_rl.harness.journal import read_journal
 from agentbench_rl.harness.provenance import provenance
-from agentbench_rl.harness.results import atomic_write_text, read_episodes, write_episodes
+from agentbench_rl.harness.results import read_episodes, write_episodes
 from agentbench_rl.harness.sampling import (
     stratified_sample,
     task_categories,
@@ -401,7 +403,7 @@ def evaluate(
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
     out.mkdir(parents=True, exist_ok=True)
-    with ResultsLock(out):  # one run writes a results folder at a time
+    with FolderLock(out):  # one run writes a results folder at a time
         return _evaluate_in(
             config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared
         )

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_rl.agents.fingerprint import agent_fingerprint
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import sha256_file, stable_hash
-from agentbench_rl.harness.results import atomic_write_text
 
 AGENT_FILE = "agent.json"
 

@@ -1,4 +1,4 @@
-"""The results folder while a run writes it: the episode journal and the folder's lock.
+"""The results folder while a run writes it: the episode journal.
 
 The journal (``episodes.partial.jsonl``) is what ``--resume`` reads: one JSON object per finished
 episode. Reading it, a torn last line (the process was killed mid-write) is dropped (and cut off
@@ -6,28 +6,20 @@ before the run appends again), an episode
 recorded twice counts once (the first complete row is kept, with a warning), and any other bad
 line is an error naming the file and line: nothing is lost and nothing is counted twice.
 
-The lock (``.lock``) keeps a second run out of a folder that one is writing: it is an exclusive
-``flock`` held for the whole run, and the file names its holder (pid, host, start time) so that
-the second run can say who. The kernel drops the lock when the holder dies, however it dies, so
-a lock left by a killed run never blocks the next one.
+While a run writes the folder it holds the folder's lock
+(:class:`~agentbench_rl.core.lock.FolderLock`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import socket
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, TextIO
 
 from agentbench_rl.core.jsonfile import json_lines
 
-LOCK = ".lock"
 #: The type every journal field must have (``return`` and ``score`` may be written as ints).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "task_id": (str,),
@@ -115,72 +107,3 @@ def read_journal(path: Path, columns: Sequence[str]) -> Journal:
     # Text after the last newline is a line torn by a kill: its episode is simply run again.
     torn = complete_bytes < len(data)
     return Journal(rows, duplicates, torn, complete_bytes)
-
-
-class FolderInUseError(ValueError):
-    """Another run holds the results folder's lock (a ValueError: that --out is unusable now)."""
-
-
-class ResultsLock:
-    """An exclusive lock on a results folder for the duration of a ``with`` block.
-
-    Example:
-        >>> import tempfile
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> with ResultsLock(folder):
-        ...     try:
-        ...         ResultsLock(folder).acquire()
-        ...     except FolderInUseError as error:
-        ...         print(str(error).split(" is in use")[0] == str(folder))
-        True
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.path = Path(folder) / LOCK
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock, or raise :class:`FolderInUseError` naming the holder."""
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.read(fd, 500).decode("utf-8", "replace").strip() or "another run"
-                os.close(fd)
-                raise FolderInUseError(
-                    f"{self.path.parent} is in use by {holder}; wait for that run to finish "
-                    "or choose another --out"
-                ) from None
-            # The holder may have removed the file between our open and our lock: retry then.
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)
-        started = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime())
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()} since {started}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        """Remove the lock file and drop the lock (idempotent)."""
-        if self._fd is None:
-            return
-        self.path.unlink(missing_ok=True)  # unlinked while still locked: no one can slip in
-        os.close(self._fd)
-        self._fd = None
-
-    def __enter__(self) -> ResultsLock:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.release()

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from agentbench_rl.harness.results import atomic_write_text
+from agentbench_rl.core.atomic import atomic_write_text
 
 FOLDER = "trajectories"
 

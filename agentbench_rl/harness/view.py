@@ -17,9 +17,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.graph import TERMINAL, StepGraph
-from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.harness.trajectories import read_episodes
 
 PAGE = "view.html"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentbench_rl.harness.results import atomic_write_bytes, atomic_write_text
+from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.harness.stats import t_interval
 from agentbench_rl.leaderboard.board import Board, Entry, collect_boards
 from agentbench_rl.leaderboard.plots import (

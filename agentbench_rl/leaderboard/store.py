@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from agentbench_rl.core.atomic import current_umask
 from agentbench_rl.core.hashing import stable_hash
-from agentbench_rl.harness.results import current_umask
 from agentbench_rl.leaderboard.schema import METADATA_FILE
 from agentbench_rl.leaderboard.validate import (
     SubmissionError,

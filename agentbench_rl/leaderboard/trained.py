@@ -39,10 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import agentbench_rl
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import evaluation_split
 from agentbench_rl.harness.provenance import WEIGHT_SUFFIXES, weights_fingerprint
-from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.leaderboard.curves import CURVES_FILE
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
 from agentbench_rl.leaderboard.store import board_folder, submit
@@ -329,7 +329,7 @@ def file_runs(
 ) -> tuple[list[FiledRun], list[str]]:
     """File every finished run of the sweep under ``runs_root``; return what was filed and
     one line per run that could not be (unfinished runs are passed over silently)."""
-    from agentbench_rl.harness.journal import FolderInUseError
+    from agentbench_rl.core.lock import FolderInUseError
 
     sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
     done, problems = [], []

@@ -53,10 +53,10 @@ import torch
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.estimators import compute
 from agentbench_rl.estimators.common import normalize_advantages
-from agentbench_rl.harness.results import atomic_write_text
 from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
     Policy,

@@ -33,7 +33,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from agentbench_rl.harness.results import atomic_write_bytes, atomic_write_text
+from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.harness.stats import paired_difference, t_interval, threshold_crossing
 from agentbench_rl.train.config import TrainConfig, apply_overrides, config_from_dict
 

@@ -42,8 +42,8 @@ from agentbench_rl.bench.learning.report import (
     plot,
     summarise,
 )
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.estimators.registry import resolve
-from agentbench_rl.harness.results import atomic_write_text
 
 
 def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[EstimatorSpec]:

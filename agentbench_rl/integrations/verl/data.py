@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from agentbench_rl.harness.results import atomic_write_bytes
+from agentbench_rl.core.atomic import atomic_write_bytes
 from agentbench_rl.integrations.verl.config import AGENT_NAME
 
 

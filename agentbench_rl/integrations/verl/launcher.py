@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentbench_rl.harness.results import atomic_write_text
+from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.integrations.verl.config import (
     compose,
     settings_from_config,
