@@ -172,7 +172,7 @@ def test_file_runs_files_each_finished_run_once(
     yaml = pytest.importorskip("yaml")
     pytest.importorskip("matplotlib")
     from agentbench_rl.cli import main
-    from agentbench_rl.harness.provenance import weights_fingerprint
+    from agentbench_rl.core.hashing import weights_fingerprint
     from agentbench_rl.train.sweep import load_sweep, run_sweep
 
     sweep = tmp_path / "tiny.yaml"
@@ -244,7 +244,7 @@ def fake_run(folder: Path, iterations: int = 2) -> dict[str, Any]:
     """A finished run folder as the trainer leaves it (weights are any bytes: only their
     fingerprint matters here); returns the config dict its sweep would give it."""
     yaml = pytest.importorskip("yaml")
-    from agentbench_rl.harness.provenance import weights_fingerprint
+    from agentbench_rl.core.hashing import weights_fingerprint
     from agentbench_rl.train.config import TrainConfig, dump_config
 
     config = TrainConfig(iterations=iterations)

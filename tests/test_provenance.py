@@ -9,11 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbench_rl.harness.provenance import (
-    agent_weights_fingerprint,
-    package_revision,
-    weights_fingerprint,
-)
+from agentbench_rl.core.hashing import weights_fingerprint
+from agentbench_rl.harness.provenance import agent_weights_fingerprint, package_revision
 
 
 def _git(cwd: Path, *args: str) -> str:

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 DIGEST_SIZE = 16  # 128 bits: collision-free in practice for any batch we will ever build
+#: The files of a model folder that hold its weights (what :func:`weights_fingerprint` reads).
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
 def canonical_bytes(value: Any) -> bytes:
@@ -84,3 +86,26 @@ def sha256_file(path: Path) -> str:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def weights_fingerprint(folder: Path) -> str | None:
+    """A sha256 (first 16 hex digits) over the names and bytes of a model folder's weight files
+    (``*.safetensors``, ``*.bin``); ``None`` when the folder holds none.
+
+    Example:
+        >>> weights_fingerprint(Path("no-such-folder")) is None
+        True
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    files = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode("utf-8") + b"\0")
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]

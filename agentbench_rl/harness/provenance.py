@@ -8,17 +8,16 @@ from uncommitted code says so.
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import agentbench_rl
+from agentbench_rl.core.hashing import weights_fingerprint
 
 PACKAGE_DIR = Path(agentbench_rl.__file__).resolve().parent
 LIBRARIES = ("numpy", "torch", "transformers")
-WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
 def _git(args: list[str], cwd: Path) -> str | None:
@@ -68,29 +67,6 @@ def library_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def weights_fingerprint(folder: Path) -> str | None:
-    """A sha256 (first 16 hex digits) over the names and bytes of a model folder's weight files
-    (``*.safetensors``, ``*.bin``); ``None`` when the folder holds none.
-
-    Example:
-        >>> weights_fingerprint(Path("no-such-folder")) is None
-        True
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        return None
-    files = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
-    if not files:
-        return None
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode("utf-8") + b"\0")
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 def agent_weights_fingerprint(agent: str) -> str | None:

@@ -67,7 +67,7 @@ class TrainingRun(BaseModel):
     """The training run whose final checkpoint was evaluated (``agentbench-rl leaderboard
     file-runs``): the sweep cell and seed, the run's config, the weights and the code.
 
-    ``weights`` is :func:`~agentbench_rl.harness.provenance.weights_fingerprint` of the evaluated
+    ``weights`` is :func:`~agentbench_rl.core.hashing.weights_fingerprint` of the evaluated
     folder; validation checks it against the fingerprint ``summary.json`` recorded when the
     episodes were played. ``val_success`` is the run's own final validation as the trainer
     recorded it, ``val_success_harness`` the same validation replayed through the harness from

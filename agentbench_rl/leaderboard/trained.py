@@ -40,9 +40,9 @@ from typing import Any
 
 import agentbench_rl
 from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.core.hashing import WEIGHT_SUFFIXES, weights_fingerprint
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import evaluation_split
-from agentbench_rl.harness.provenance import WEIGHT_SUFFIXES, weights_fingerprint
 from agentbench_rl.leaderboard.curves import CURVES_FILE
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
 from agentbench_rl.leaderboard.store import board_folder, submit

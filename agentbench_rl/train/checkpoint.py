@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentbench_rl.harness.provenance import provenance, weights_fingerprint
+from agentbench_rl.core.hashing import weights_fingerprint
+from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.models.policy import Policy
 
 CHECKPOINT = "checkpoint"
