@@ -259,10 +259,11 @@ def fake_run(folder: Path, iterations: int = 2) -> dict[str, Any]:
     )
     rows = [
         {"iteration": 0, "val_success": 0.25, "val_weights": "x"},
+        *({"iteration": i} for i in range(1, iterations)),
         {"iteration": iterations, "val_success": 0.5, "val_weights": weights},
     ]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (folder / "done.json").write_text("{}")
+    write_json(folder / "done.json", {"iterations": iterations, "last_checkpoint": iterations})
     expected = yaml.safe_load(dump_config(config))
     expected["bc"]["cache_dir"] = "elsewhere/.bc-cache"  # where BC is cached changes no number
     return dict(expected)
@@ -287,10 +288,13 @@ def _edit_state(run: Path, **values: Any) -> None:
     write_json(run / "checkpoint" / "state.json", {**state, **values})
 
 
-def _edit_final_row(run: Path, **values: Any) -> None:
+def _edit_rows(run: Path, edit: Any) -> None:
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    rows[-1] = {**rows[-1], **values}
-    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in edit(rows)))
+
+
+def _edit_final_row(run: Path, **values: Any) -> None:
+    _edit_rows(run, lambda rows: [*rows[:-1], {**rows[-1], **values}])
 
 
 @pytest.mark.parametrize(
@@ -313,8 +317,25 @@ def _edit_final_row(run: Path, **values: Any) -> None:
             "the final validation played weights ffffffffffffffff",
         ),
         (
-            lambda run, expected: _edit_final_row(run, iteration=1),
+            lambda run, expected: (
+                _edit_final_row(run, val_success=None)
+                or _edit_rows(
+                    run, lambda rows: [{k: v for k, v in r.items() if v is not None} for r in rows]
+                )
+            ),
             "metrics.jsonl has no validation of the last iteration 2",
+        ),
+        (  # a row lost: the curve would have a gap
+            lambda run, expected: _edit_rows(run, lambda rows: [rows[0], rows[2]]),
+            "metrics.jsonl line 2 is iteration 2, but iteration 1 is missing before it",
+        ),
+        (  # a row recorded twice
+            lambda run, expected: _edit_rows(run, lambda rows: [rows[0], rows[1], *rows[1:]]),
+            "metrics.jsonl line 3 repeats iteration 1",
+        ),
+        (  # done.json claims more than the journal holds
+            lambda run, expected: write_json(run / "done.json", {"iterations": 6}),
+            "done.json says 6 iterations but",
         ),
         (
             lambda run, expected: (run / "checkpoint" / "state.json").unlink(),

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
-from agentbench_rl.train.checkpoint import find_checkpoint  # noqa: E402
+from agentbench_rl.spec.run_folder import RunFolder  # noqa: E402
 from agentbench_rl.train.config import config_from_dict  # noqa: E402
 from agentbench_rl.train.ppo import comparable, train  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_sigkilled_run_resumes_to_the_same_final_metrics(
     try:
 
         def checkpointed() -> bool:
-            checkpoint = find_checkpoint(killed)
+            checkpoint = RunFolder(killed).latest_checkpoint()
             if checkpoint is None:
                 return False
             return bool(json.loads((checkpoint / "state.json").read_text())["iteration"] >= 2)
@@ -117,7 +117,7 @@ def test_ctrl_c_checkpoints_the_iteration_then_resumes_exactly(
     finally:
         process.wait(timeout=60)
     assert process.returncode == 130  # "interrupted; rerun with --resume"
-    checkpoint = find_checkpoint(stopped)
+    checkpoint = RunFolder(stopped).latest_checkpoint()
     assert checkpoint is not None
     last = json.loads((checkpoint / "state.json").read_text())["iteration"]
     assert last == logged_iterations(stopped)[-1] < 6  # the exit checkpoint, not a periodic one

@@ -39,7 +39,10 @@ def write_sweep(tmp_path: Path, grid: dict[str, list[object]]) -> Path:
 
 def fake_run(folder: Path, curve: dict[int, float], finished: bool = True) -> None:
     folder.mkdir(parents=True)
-    rows = [{"iteration": i, "val_success": s} for i, s in curve.items()]
+    rows = [
+        {"iteration": i, **({"val_success": curve[i]} if i in curve else {})}
+        for i in range(max(curve) + 1)
+    ]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     if finished:
         (folder / "done.json").write_text("{}")
@@ -190,28 +193,31 @@ def test_runs_start_seed_major_and_a_rerun_skips_finished_ones(
 ) -> None:
     import agentbench_rl.train.ppo as ppo
 
-    started: list[tuple[str, str, bool]] = []
+    started: list[tuple[str, str]] = []
 
     def fake_train(config: object, folder: Path, resume: bool, console: object) -> None:
-        # a GRPO run "stops" before its end the first time (no done.json), then finishes
-        started.append((folder.parent.name, folder.name, resume))
+        # a GRPO run "stops" before its end the first time (no done.json), then finishes;
+        # a sweep always asks to resume (a folder holding no run starts afresh)
+        assert resume
+        started.append((folder.parent.name, folder.name))
         folder.mkdir(parents=True, exist_ok=True)
+        first = not (folder / "config.yaml").exists()
         (folder / "config.yaml").write_text("")
-        if folder.parent.name != "toy-grpo" or resume:
+        if folder.parent.name != "toy-grpo" or not first:
             (folder / "done.json").write_text("{}")
 
     monkeypatch.setattr(ppo, "train", fake_train)
     sweep = load_sweep(write_sweep(tmp_path, {"estimator": ["gigpo", "grpo"], "seed": [0, 1]}))
     run_sweep(sweep, runner="sequential")
     assert started == [
-        ("toy-gigpo", "seed0", False),
-        ("toy-grpo", "seed0", False),
-        ("toy-gigpo", "seed1", False),
-        ("toy-grpo", "seed1", False),
+        ("toy-gigpo", "seed0"),
+        ("toy-grpo", "seed0"),
+        ("toy-gigpo", "seed1"),
+        ("toy-grpo", "seed1"),
     ]
     started.clear()
     run_sweep(sweep, runner="sequential")  # finished runs skipped, the others resumed
-    assert started == [("toy-grpo", "seed0", True), ("toy-grpo", "seed1", True)]
+    assert started == [("toy-grpo", "seed0"), ("toy-grpo", "seed1")]
     started.clear()
     run_sweep(sweep, runner="sequential")
     assert started == []

@@ -21,10 +21,10 @@ from typing import Any
 
 from agentbench_rl.core.jsonfile import json_lines, read_json
 from agentbench_rl.leaderboard.schema import SubmissionMetadata, seed_list
+from agentbench_rl.spec.run_folder import METRICS_FILE
 
 CURVES_FILE = "curves.json"
 CURVES_DIR = "curves"
-METRICS_FILE = "metrics.jsonl"
 # ASCII digits only (int() would also read other scripts' digits), at most 12 of them.
 _SEED_DIR = re.compile(r"seed-(0|[1-9][0-9]{0,11})")
 _WHOLE = re.compile(r"0|[1-9][0-9]{0,11}")
@@ -77,6 +77,8 @@ def _read_curves_json(path: Path) -> Curves:
 
 
 def _read_metrics_jsonl(path: Path, name: str) -> dict[int, float]:
+    # Not the run folder's journal reader (spec/run_folder.py): a submission may carry the
+    # validation rows of its own trainer only, so iterations may skip here.
     points: dict[int, float] = {}
     try:
         text = path.read_text("utf-8")

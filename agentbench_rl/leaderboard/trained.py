@@ -41,7 +41,6 @@ from typing import Any
 import agentbench_rl
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import WEIGHT_SUFFIXES, weights_fingerprint
-from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import evaluation_split
 from agentbench_rl.leaderboard.curves import CURVES_FILE
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
@@ -51,8 +50,9 @@ from agentbench_rl.leaderboard.validate import (
     read_episode_table,
     validate_submission,
 )
-from agentbench_rl.train.config import config_from_dict
-from agentbench_rl.train.sweep import is_finished, load_sweep, read_metrics
+from agentbench_rl.spec.run_folder import POLICY, STATE, RunFolder
+from agentbench_rl.train.config import config_from_dict, read_run_config
+from agentbench_rl.train.sweep import load_sweep
 
 #: The contact of the submissions this module files.
 TRAINED_CONTACT = "agentbench-rl maintainers (trained here: agentbench-rl leaderboard file-runs)"
@@ -107,19 +107,11 @@ def parameter_count(policy: Path) -> int:
     return total
 
 
-def _comparable(config: dict[str, Any]) -> dict[str, Any]:
-    """A run config without what changes no number (where BC results are cached)."""
-    values = json.loads(json.dumps(config))
-    values.get("bc", {}).pop("cache_dir", None)
-    return values
-
-
-def _final_validation(run: Path, iterations: int) -> dict[str, Any]:
-    rows = [row for row in read_metrics(run) if row.get("iteration") == iterations]
-    validated = [row for row in rows if "val_success" in row]
-    if not validated:
-        raise RunError(f"{run}: metrics.jsonl has no validation of the last iteration {iterations}")
-    return validated[-1]
+def _setting(values: dict[str, Any], dotted: str) -> Any:
+    found: Any = values
+    for part in dotted.split("."):
+        found = found.get(part) if isinstance(found, dict) else None
+    return found
 
 
 def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
@@ -127,52 +119,63 @@ def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
 
     The record holds the run's ``config`` (as stored), ``config_sha256``, the checkpoint's
     ``iterations``, ``weights``, ``git_commit`` and ``git_dirty``, and its final ``validation``
-    metrics row. Raises :class:`RunError` naming the first problem.
+    metrics row. Raises :class:`RunError` naming the first problem: a setting that changes the
+    numbers (:meth:`TrainConfig.identity`) or the iteration count differs from the sweep's, the
+    metrics journal breaks its rules (a gap, a repeated row) or disagrees with ``done.json``, or
+    the checkpoint is not the last iteration's or its weights are not those it records.
     """
-    import yaml
-
     run = Path(run)
-    config_file, state_file = run / "config.yaml", run / "checkpoint" / "state.json"
-    for path in (config_file, state_file, run / "checkpoint" / "policy"):
+    folder = RunFolder(run)
+    checkpoint = folder.checkpoint()
+    for path in (folder.config_file, checkpoint / STATE, checkpoint / POLICY):
         if not path.exists():
             raise RunError(f"{run}: {path.relative_to(run)} is missing")
-    raw = config_file.read_bytes()
-    # Read as the trainer reads it (fields added since the run take their defaults).
-    stored = config_from_dict(yaml.safe_load(raw.decode("utf-8"))).to_dict()
-    mine, theirs = _comparable(stored), _comparable(expected)
-    changed = sorted(key for key in set(mine) | set(theirs) if mine.get(key) != theirs.get(key))
+    try:
+        stored = read_run_config(folder.config_file)
+        metrics = folder.check_finished()
+        state = folder.read_state(checkpoint)
+    except ValueError as problem:
+        raise RunError(f"{run}: {problem}") from None
+    sweep_config = config_from_dict(expected)
+    changed = stored.identity_changes(sweep_config)
+    if stored.iterations != sweep_config.iterations:
+        changed.append("iterations")
     if changed:
         key = changed[0]
+        mine, theirs = stored.to_dict(), sweep_config.to_dict()
         raise RunError(
-            f"{run}: trained with {key} {json.dumps(mine.get(key))} but the sweep gives "
-            f"{json.dumps(theirs.get(key))} (pass the overrides the sweep ran with)"
+            f"{run}: trained with {key} {json.dumps(_setting(mine, key))} but the sweep gives "
+            f"{json.dumps(_setting(theirs, key))} (pass the overrides the sweep ran with)"
         )
-    state = read_json(state_file)
-    weights = weights_fingerprint(run / "checkpoint" / "policy")
-    if not isinstance(state, dict) or state.get("weights") != weights:
+    weights = weights_fingerprint(checkpoint / POLICY)
+    if state.weights != weights:
         raise RunError(
-            f"{run}: checkpoint/policy has weights {weights} but state.json records "
-            f"{state.get('weights') if isinstance(state, dict) else None}"
+            f"{run}: checkpoint/policy has weights {weights} but state.json records {state.weights}"
         )
-    if state.get("iteration") != stored["iterations"]:
+    if state.iteration != stored.iterations:
         raise RunError(
-            f"{run}: the checkpoint is of iteration {state.get('iteration')}, "
-            f"not the last ({stored['iterations']})"
+            f"{run}: the checkpoint is of iteration {state.iteration}, "
+            f"not the last ({stored.iterations})"
         )
-    validation = _final_validation(run, int(state["iteration"]))
+    validation = metrics.rows[state.iteration]
+    if "val_success" not in validation:
+        raise RunError(
+            f"{run}: metrics.jsonl has no validation of the last iteration {state.iteration}"
+        )
     if validation.get("val_weights", weights) != weights:
         raise RunError(
             f"{run}: the final validation played weights {validation['val_weights']}, "
             f"not the checkpoint's {weights}"
         )
     return {
-        "config": stored,
-        "config_sha256": hashlib.sha256(raw).hexdigest(),
-        "iterations": int(state["iteration"]),
+        "config": stored.to_dict(),
+        "config_sha256": hashlib.sha256(folder.config_file.read_bytes()).hexdigest(),
+        "iterations": state.iteration,
         "weights": weights,
-        "git_commit": state.get("git_commit"),
-        "git_dirty": state.get("git_dirty"),
+        "git_commit": state.record.get("git_commit"),
+        "git_dirty": state.record.get("git_dirty"),
         "validation": validation,
+        "metrics": metrics.rows,
     }
 
 
@@ -248,7 +251,7 @@ def file_run(
         val_config, work / "val", resume=True, batch_size=config.forward_batch_size
     )
     harness_val = float(val_summary["success"]["mean"])
-    recorded_folder = Path(run) / "val" / f"iter-{record['iterations']:04d}"
+    recorded_folder = RunFolder(run).validation(record["iterations"])
     differing = _differing_episodes(work / "val", recorded_folder)
 
     on_step(f"{run}: evaluating on {config.env}/{split}")
@@ -262,7 +265,7 @@ def file_run(
     summary = evaluate(test_config, test, resume=True, batch_size=config.forward_batch_size)
     curve = {
         str(row["iteration"]): float(row["val_success"])
-        for row in read_metrics(run)
+        for row in record["metrics"]
         if "val_success" in row
     }
     commit = record["git_commit"]
@@ -335,7 +338,7 @@ def file_runs(
     done, problems = [], []
     # Seed-major, as the sweep trains: stopped part way, the board holds whole seeds.
     for run in sorted(sweep.runs(overrides), key=lambda run: run.seed):
-        if not is_finished(run.folder):
+        if not run.finished:
             continue
         try:
             done.append(

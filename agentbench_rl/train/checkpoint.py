@@ -1,5 +1,6 @@
 """Checkpoints that resume a run exactly: weights, optimiser, every RNG state, iteration (and,
-in ``state.json``, the weights' fingerprint and the code's provenance).
+in ``state.json``, what resuming checks and the code's provenance; the layout and the checks are
+:class:`~agentbench_rl.spec.run_folder.RunFolder`'s).
 
 A checkpoint is a folder written beside its final place and swapped in with renames, so a kill at
 any moment leaves either the old checkpoint or the new one (``checkpoint`` or, between the two
@@ -17,13 +18,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentbench_rl.core.hashing import weights_fingerprint
+from agentbench_rl.core.hashing import sha256_file, weights_fingerprint
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.models.policy import Policy
-
-CHECKPOINT = "checkpoint"
-_NEW = ".checkpoint-new"
-_OLD = ".checkpoint-old"
+from agentbench_rl.spec.run_folder import (
+    NEW_CHECKPOINT,
+    OLD_CHECKPOINT,
+    OPTIMIZER,
+    POLICY,
+    RNG,
+    STATE,
+    RunFolder,
+    RunFolderError,
+)
 
 
 def rng_state() -> dict[str, Any]:
@@ -43,21 +50,30 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save_checkpoint(
-    run: Path, policy: Policy, optimizer: torch.optim.Optimizer, iteration: int
+    run: RunFolder,
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    iteration: int,
+    identity: str,
+    reference: str | None,
 ) -> Path:
-    """Write the checkpoint of ``iteration`` to ``run/checkpoint`` (atomically)."""
-    run = Path(run)
-    new, old, final = run / _NEW, run / _OLD, run / CHECKPOINT
+    """Write the checkpoint of ``iteration`` to the run's ``checkpoint/`` (atomically), recording
+    what resuming checks: the weights' fingerprint, the sha256 of the optimiser and RNG files, the
+    run's ``identity`` hash and the fingerprint of its ``reference`` policy."""
+    new, old, final = run.path / NEW_CHECKPOINT, run.path / OLD_CHECKPOINT, run.checkpoint()
     shutil.rmtree(new, ignore_errors=True)
-    policy.save(new / "policy")
-    torch.save(optimizer.state_dict(), new / "optimizer.pt")
-    torch.save(rng_state(), new / "rng.pt")
+    policy.save(new / POLICY)
+    torch.save(optimizer.state_dict(), new / OPTIMIZER)
+    torch.save(rng_state(), new / RNG)
     state = {
         "iteration": iteration,
-        "weights": weights_fingerprint(new / "policy"),
+        "weights": weights_fingerprint(new / POLICY),
+        "files": {name: sha256_file(new / name) for name in (OPTIMIZER, RNG)},
+        "run": identity,
+        "reference": reference,
         **provenance(),
     }
-    (new / "state.json").write_text(json.dumps(state, indent=1) + "\n", "utf-8")
+    (new / STATE).write_text(json.dumps(state, indent=1) + "\n", "utf-8")
     shutil.rmtree(old, ignore_errors=True)
     if final.exists():
         final.rename(old)
@@ -66,27 +82,30 @@ def save_checkpoint(
     return final
 
 
-def find_checkpoint(run: Path) -> Path | None:
-    """The run's latest complete checkpoint folder, if any."""
-    for name in (CHECKPOINT, _OLD):
-        folder = Path(run) / name
-        if (folder / "state.json").is_file():
-            return folder
-    return None
+def _load(path: Path) -> Any:
+    try:
+        return torch.load(path, weights_only=False)
+    except Exception as error:  # torch raises many kinds for a damaged file; all mean one thing
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RunFolderError(f"{path} cannot be read ({reason})") from None
 
 
-def checkpoint_iteration(folder: Path) -> int:
-    """The iteration a checkpoint was taken after."""
-    iteration: int = json.loads((folder / "state.json").read_text("utf-8"))["iteration"]
-    return iteration
-
-
-def load_training_state(folder: Path, optimizer: torch.optim.Optimizer) -> int:
-    """Restore the optimiser and the RNG states of a checkpoint; returns its iteration.
+def load_training_state(folder: Path, optimizer: torch.optim.Optimizer) -> None:
+    """Restore the optimiser and the RNG states of a checkpoint (checked by
+    :meth:`RunFolder.check_checkpoint` first); a file that cannot be loaded is a
+    :class:`RunFolderError` naming it.
 
     The weights are loaded by the caller (from ``folder / "policy"``) before the optimiser is
     built over them.
     """
-    optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=False))
-    set_rng_state(torch.load(folder / "rng.pt", weights_only=False))
-    return checkpoint_iteration(folder)
+    try:
+        optimizer.load_state_dict(_load(folder / OPTIMIZER))
+    except (ValueError, KeyError, TypeError) as error:
+        if isinstance(error, RunFolderError):
+            raise
+        raise RunFolderError(f"{folder / OPTIMIZER} does not fit this model ({error})") from None
+    state = _load(folder / RNG)
+    try:
+        set_rng_state(state)
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise RunFolderError(f"{folder / RNG} is not an RNG state ({error})") from None

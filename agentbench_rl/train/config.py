@@ -9,6 +9,7 @@ overrides are parsed as YAML scalars, so ``val_limit=null`` and ``lr=1e-4`` do w
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -20,12 +21,18 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.estimators.common import ADVANTAGE_NORMS
 from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
 if TYPE_CHECKING:
     from agentbench_rl.harness.evaluate import EvalConfig
+
+#: Field metadata of a setting that changes no number of a run: where or how fast it runs, or
+#: how long it goes on. :meth:`TrainConfig.identity` leaves these out, so a run may resume with
+#: other values of them (another Ray address, more iterations) but with nothing else changed.
+RUN_OPTION = {"changes_numbers": False}
 
 
 @dataclass
@@ -37,7 +44,8 @@ class BCConfig:
     epochs: int = 2
     learning_rate: float = 1e-3
     batch_size: int = 64  # rows per optimiser step
-    cache_dir: str | None = None  # reuse a BC result across runs that share its settings
+    # reuse a BC result across runs that share its settings
+    cache_dir: str | None = field(default=None, metadata=RUN_OPTION)
     # Seed of the warm start (tiny model's init and tokenizer, BC tasks and order); None: the
     # run's seed. A fixed value gives every seed of a sweep one warm start: seeds differ in RL.
     seed: int | None = None
@@ -53,7 +61,7 @@ class TrainConfig:
     estimator_params: dict[str, Any] = field(default_factory=dict)
     model: str = "tiny"
     seed: int = 0
-    iterations: int = 150
+    iterations: int = field(default=150, metadata=RUN_OPTION)  # a resumed run may go on longer
 
     # rollouts
     n_tasks: int = 16  # N tasks of the train split per iteration
@@ -108,11 +116,11 @@ class TrainConfig:
     checkpoint_every: int = 5
 
     # where things run
-    backend: str = "local"  # env workers: "local" or "ray"
-    ray_address: str | None = None
-    env_workers: int = 2  # Ray env actors
+    backend: str = field(default="local", metadata=RUN_OPTION)  # env workers: "local" or "ray"
+    ray_address: str | None = field(default=None, metadata=RUN_OPTION)
+    env_workers: int = field(default=2, metadata=RUN_OPTION)  # Ray env actors
     engine: str = "hf"  # rollout generation: "hf" (generate / batched scoring) or "vllm"
-    vllm_gpu_memory_utilization: float = 0.5
+    vllm_gpu_memory_utilization: float = field(default=0.5, metadata=RUN_OPTION)
     device: str = "auto"  # "auto": cuda when present, else cpu
     dtype: str = "float32"
     torch_threads: int = 1  # CPU threads (0: torch's default); small models run best on one
@@ -271,6 +279,54 @@ class TrainConfig:
         """Plain dict (what ``config.yaml`` of a run holds)."""
         return asdict(self)
 
+    def identity(self) -> dict[str, Any]:
+        """The settings that change the run's numbers: every field but the run options
+        (:data:`RUN_OPTION`). Resuming, the leaderboard's check of a run and the verl launcher
+        compare these, and checkpoints record their hash (:meth:`identity_hash`).
+
+        Example:
+            >>> a, b = TrainConfig(), TrainConfig(backend="ray", iterations=300)
+            >>> a.identity() == b.identity(), "backend" in a.identity()
+            (True, False)
+        """
+        return _identity(self)
+
+    def identity_hash(self) -> str:
+        """A 16-hex-digit hash of :meth:`identity` (what a checkpoint records as ``run``)."""
+        return stable_hash(self.identity())[:16]
+
+    def identity_changes(self, other: TrainConfig) -> list[str]:
+        """The dotted names of the settings that change numbers and differ between the two.
+
+        Example:
+            >>> TrainConfig(seed=1).identity_changes(TrainConfig(seed=2, bc=BCConfig(epochs=3)))
+            ['bc.epochs', 'seed']
+        """
+        return _differences(self.identity(), other.identity())
+
+
+def _identity(instance: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for item in dataclasses.fields(instance):
+        if not item.metadata.get("changes_numbers", True):
+            continue
+        value = getattr(instance, item.name)
+        values[item.name] = (
+            _identity(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
+        )
+    return values
+
+
+def _differences(mine: dict[str, Any], theirs: dict[str, Any], prefix: str = "") -> list[str]:
+    changed = []
+    for key in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(key), theirs.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changed += _differences(a, b, f"{prefix}{key}.")
+        elif a != b:
+            changed.append(f"{prefix}{key}")
+    return changed
+
 
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
@@ -382,6 +438,53 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
     return config
 
 
+def read_yaml_mapping(path: Path, what: str = "config file") -> dict[str, Any]:
+    """A YAML file holding a mapping (an empty file: ``{}``); ``ValueError`` with one line
+    naming the file and the problem.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "c.yaml"
+        >>> _ = path.write_text("seed: [1")
+        >>> try:
+        ...     read_yaml_mapping(path)
+        ... except ValueError as error:
+        ...     print(str(error).split(path.parent.name)[-1])
+        /c.yaml is not valid YAML (line 1, column 9: expected ',' or ']', but got '<stream end>')
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} {path} not found")
+    if not path.is_file():
+        raise ValueError(f"{what} {path} is not a file")
+    try:
+        loaded = yaml.safe_load(path.read_text("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ValueError(f"{path} is not valid YAML ({where}{problem})") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: expected a YAML mapping, got {type(loaded).__name__}")
+    return loaded
+
+
+def read_run_config(path: Path) -> TrainConfig:
+    """The config a run folder's ``config.yaml`` holds (fields added since take their defaults);
+    ``ValueError`` with one line naming the file."""
+    try:
+        return config_from_dict(read_yaml_mapping(path))
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing") from None
+    except ValueError as problem:
+        message = str(problem)
+        raise ValueError(message if str(path) in message else f"{path}: {message}") from None
+
+
 def load_config(path: Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML config (``None``: the defaults) and apply ``key=value`` overrides.
 
@@ -390,12 +493,7 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> TrainConfig
     """
     values: dict[str, Any] = {}
     if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"config file {path} not found")
-        loaded = yaml.safe_load(path.read_text("utf-8")) or {}
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a YAML mapping")
+        loaded = read_yaml_mapping(Path(path))
         values = dict(loaded.get("base", loaded)) if "grid" in loaded else loaded
     return apply_overrides(config_from_dict(values), overrides)
 

@@ -45,6 +45,7 @@ import signal
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +55,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from agentbench_rl.core.atomic import atomic_write_text
-from agentbench_rl.core.hashing import seed_from, stable_hash
+from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
 from agentbench_rl.estimators import compute
 from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.models.agent import PolicyAgent
@@ -77,22 +78,24 @@ from agentbench_rl.rollout.batched import (
 )
 from agentbench_rl.rollout.scripted import train_task_ids
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
-from agentbench_rl.train.bc import behaviour_cloning, expert_rows
-from agentbench_rl.train.checkpoint import (
-    checkpoint_iteration,
-    find_checkpoint,
-    load_training_state,
-    save_checkpoint,
+from agentbench_rl.spec.run_folder import (
+    CHECKPOINT,
+    DONE_FILE,
+    NEW_CHECKPOINT,
+    OLD_CHECKPOINT,
+    POLICY,
+    REFERENCE,
+    VALIDATION,
+    RunFolder,
+    RunFolderError,
 )
-from agentbench_rl.train.config import TrainConfig, config_from_dict, dump_config
+from agentbench_rl.train.bc import behaviour_cloning, expert_rows
+from agentbench_rl.train.checkpoint import load_training_state, save_checkpoint
+from agentbench_rl.train.config import TrainConfig, dump_config, read_run_config
 
 if TYPE_CHECKING:
     from agentbench_rl.models.vllm_engine import VLLMActor
 
-CONFIG_FILE = "config.yaml"
-METRICS_FILE = "metrics.jsonl"
-DONE_FILE = "done.json"
-REFERENCE = "reference"
 TIMING_PREFIX = "time/"  # metrics that depend on the machine, not on the seed
 KL_CLAMP = 10.0  # bound of one token's k3 KL term, as verl's low_var_kl
 
@@ -449,19 +452,21 @@ def ppo_update(
 
 
 # ---------------------------------------------------------------------- validation and logging
-def validate(policy: Policy, config: TrainConfig, run: Path, iteration: int) -> dict[str, float]:
+def validate(
+    policy: Policy, config: TrainConfig, run: RunFolder, iteration: int
+) -> dict[str, float]:
     """Evaluate the policy on the val split through the harness: the in-memory policy plays as
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
     folder that replays them); results in ``run/val/iter-NNNN``. Episodes play in lockstep
     batches of ``forward_batch_size`` (one batched forward per step), which changes no number."""
     from agentbench_rl.harness.evaluate import evaluate
 
-    folder = run / "val-policy"
+    folder = run.validation_policy
     policy.save(folder)
     eval_config = config.validation_eval(folder)
     summary = evaluate(
         eval_config,
-        run / "val" / f"iter-{iteration:04d}",
+        run.validation(iteration),
         resume=True,
         agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
         batch_size=config.forward_batch_size,
@@ -516,42 +521,73 @@ def _json_ready(values: dict[str, Any]) -> dict[str, Any]:
     return ready
 
 
-def _prepare_run(config: TrainConfig, run: Path, resume: bool) -> None:
-    """Check the run folder and write its ``config.yaml``."""
-    path = run / CONFIG_FILE
-    if path.exists():
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a run starts or resumes: its checkpoint (``None``: from the start), the iteration
+    the checkpoint was taken after, and the metrics rows up to that iteration."""
+
+    checkpoint: Path | None = None
+    iteration: int = 0
+    metrics: tuple[dict[str, Any], ...] = ()
+
+
+def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoint:
+    """Check the run folder, then write its ``config.yaml``; called holding the folder's lock.
+
+    Every check comes before the first write, so a refused start or resume changes nothing. A
+    folder holding no run (rule 2 of :mod:`~agentbench_rl.spec.run_folder`: a failed start's
+    ``config.yaml`` at most) starts afresh, and so does a resumed run that never checkpointed.
+    """
+    point = StartPoint()
+    if run.holds_run():
         if not resume:
             raise FileExistsError(
-                f"{run} already holds a training run; pass --resume to continue it "
+                f"{run.path} already holds a training run; pass --resume to continue it "
                 "or choose another --out"
             )
-        import yaml
-
-        stored = config_from_dict(yaml.safe_load(path.read_text("utf-8"))).to_dict()
-        current = config.to_dict()
-        for values in (stored, current):  # where BC results are cached changes no number
-            values["bc"].pop("cache_dir")
-        changed = sorted(k for k in current if k != "iterations" and stored.get(k) != current[k])
+        stored = read_run_config(run.config_file)
+        changed = config.identity_changes(stored)
         if changed:
-            raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
-    run.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, dump_config(config))
+            raise ValueError(
+                f"--resume: {run.path} was trained with a different {', '.join(changed)}"
+            )
+        metrics = run.read_metrics()
+        checkpoint = run.latest_checkpoint()
+        if checkpoint is not None:
+            reference = weights_fingerprint(run.reference) if config.kl_coef > 0 else None
+            state = run.check_checkpoint(checkpoint, config.identity_hash(), reference)
+            if state.iteration > config.iterations:
+                raise ValueError(
+                    f"--resume: the checkpoint is of iteration {state.iteration}, past this "
+                    f"config's {config.iterations} iterations"
+                )
+            if metrics.last_iteration is None or metrics.last_iteration < state.iteration:
+                raise RunFolderError(
+                    f"{run.metrics_file} ends at iteration {metrics.last_iteration} but the "
+                    f"checkpoint is of iteration {state.iteration}: rows were lost, so the run "
+                    "cannot resume exactly"
+                )
+            point = StartPoint(
+                checkpoint, state.iteration, tuple(metrics.rows[: state.iteration + 1])
+            )
+    # Checked: from here on the folder is rewritten. What lies past the start point belongs to
+    # iterations that are done again, and a fresh start keeps nothing of an earlier attempt.
+    _remove(run.done_file)  # written again when the run finishes
+    if point.checkpoint is None:
+        for name in (CHECKPOINT, OLD_CHECKPOINT, NEW_CHECKPOINT, REFERENCE, VALIDATION):
+            _remove(run.path / name)
+    for folder in sorted((run.path / VALIDATION).glob("iter-*")):
+        if folder.name > run.validation(point.iteration).name:
+            shutil.rmtree(folder)
+    atomic_write_text(run.config_file, dump_config(config))
+    return point
 
 
-def _kept_metrics(run: Path, last_iteration: int) -> list[dict[str, Any]]:
-    """The metric rows up to ``last_iteration`` (later rows belong to redone iterations)."""
-    path = run / METRICS_FILE
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text("utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line torn by a kill
-            continue
-        if row.get("iteration", -1) <= last_iteration:
-            rows.append(row)
-    return rows
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 class GracefulStop:
@@ -579,12 +615,12 @@ class GracefulStop:
         self._previous = {}
 
 
-def _tensorboard(run: Path) -> Any:
+def _tensorboard(folder: Path) -> Any:
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         return None
-    return SummaryWriter(str(run / "tensorboard"))
+    return SummaryWriter(str(folder))
 
 
 def _seed_everything(seed: int) -> None:
@@ -610,8 +646,15 @@ def train(
     config.validate()
     if config.engine == "vllm" and config.action_mode != "generate":
         raise ValueError("engine vllm samples free text: use action_mode generate")
-    run = Path(out)
-    _prepare_run(config, run, resume)
+    run = RunFolder(out)
+    with run.lock():  # one process trains a run folder (a second stops, naming the holder)
+        return _train(config, run, resume, console)
+
+
+def _train(
+    config: TrainConfig, run: RunFolder, resume: bool, console: Console | None
+) -> list[dict[str, Any]]:
+    point = _prepare_run(config, run, resume)
     _seed_everything(config.seed)
     config.use_torch_threads()
     device = resolve_device(config.device)
@@ -626,26 +669,25 @@ def train(
     )
     with progress:
         # 1. the policy, its optimiser and the frozen reference
-        checkpoint = find_checkpoint(run) if resume else None
+        checkpoint = point.checkpoint
         start_stats: dict[str, float] = {}
         if checkpoint is not None:
-            policy = load_policy(checkpoint / "policy", config, device)
+            policy = load_policy(checkpoint / POLICY, config, device)
         else:
             policy, start_stats = initial_policy(config, device, progress)
-            shutil.rmtree(run / REFERENCE, ignore_errors=True)
         optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
         reference = None
         if config.kl_coef > 0:
-            if not (run / REFERENCE).is_dir():
-                policy.save(run / REFERENCE)
-            reference = load_policy(run / REFERENCE, config, device).model.eval()
+            if not run.reference.is_dir():
+                policy.save(run.reference)
+            reference = load_policy(run.reference, config, device).model.eval()
             for parameter in reference.parameters():
                 parameter.requires_grad_(False)
-        start = load_training_state(checkpoint, optimizer) if checkpoint is not None else 0
-        history = _kept_metrics(run, start if checkpoint is not None else -1)
-        atomic_write_text(
-            run / METRICS_FILE, "".join(json.dumps(row, sort_keys=True) + "\n" for row in history)
-        )
+        reference_weights = weights_fingerprint(run.reference) if reference is not None else None
+        if checkpoint is not None:
+            load_training_state(checkpoint, optimizer)
+        start = point.iteration
+        history = list(point.metrics)
         engine: VLLMActor | None = None
         if config.engine == "vllm":
             from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
@@ -654,111 +696,111 @@ def train(
             engine = VLLMActor(policy, settings)
         actor: BatchPolicy = engine if engine is not None else policy
         pool = make_pool(config)
-        writer = _tensorboard(run)
+        writer = _tensorboard(run.tensorboard)
         params = config.estimator_kwargs()
+        identity = config.identity_hash()
         bar = progress.add_task(
             f"{config.env} {config.estimator} seed {config.seed}",
             total=config.iterations,
             completed=start,
         )
+        journal_cut = False
+
+        def log(row: dict[str, Any]) -> None:
+            nonlocal journal_cut
+            row = _json_ready(row)
+            if not journal_cut:  # at the first new row: the journal up to the start point
+                run.write_metrics(history)
+                journal_cut = True
+            with open(run.metrics_file, "a", encoding="utf-8") as metrics_file:
+                metrics_file.write(json.dumps(row, sort_keys=True) + "\n")
+                metrics_file.flush()
+                os.fsync(metrics_file.fileno())
+            history.append(row)
+            if writer is not None:
+                for key, value in row.items():
+                    if isinstance(value, int | float) and key != "iteration":
+                        writer.add_scalar(key, value, row["iteration"])
+
         stop = GracefulStop()
         try:
-            with open(run / METRICS_FILE, "a", encoding="utf-8") as metrics_file:
+            if start == 0 and not history:
+                began = time.perf_counter()
+                row = {"iteration": 0, **start_stats, **validate(policy, config, run, 0)}
+                row["time/val_s"] = time.perf_counter() - began
+                log(row)
 
-                def log(row: dict[str, Any]) -> None:
-                    row = _json_ready(row)
-                    metrics_file.write(json.dumps(row, sort_keys=True) + "\n")
-                    metrics_file.flush()
-                    os.fsync(metrics_file.fileno())
-                    history.append(row)
-                    if writer is not None:
-                        for key, value in row.items():
-                            if isinstance(value, int | float) and key != "iteration":
-                                writer.add_scalar(key, value, row["iteration"])
+            for iteration in range(start + 1, config.iterations + 1):
+                began = time.perf_counter()
+                # 2. rollouts: G trajectories on each of N train tasks, in lockstep
+                rollout = iteration_rollout(pool, actor, config, iteration, config.needs_hidden())
+                rolled = time.perf_counter()
 
-                if start == 0 and not history:
-                    began = time.perf_counter()
-                    row = {"iteration": 0, **start_stats, **validate(policy, config, run, 0)}
-                    row["time/val_s"] = time.perf_counter() - began
-                    log(row)
+                # 3. rewards and advantages
+                rewards = (
+                    success_rewards(rollout, config.success_reward)
+                    if config.reward == "success"
+                    else None
+                )
+                batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
+                result = compute(config.estimator, batch, **params)
+                raw = np.asarray(result.advantages, dtype=np.float64)
+                advantages = normalize_advantages(raw, config.advantage_norm)
+                estimated = time.perf_counter()
 
-                for iteration in range(start + 1, config.iterations + 1):
-                    began = time.perf_counter()
-                    # 2. rollouts: G trajectories on each of N train tasks, in lockstep
-                    rollout = iteration_rollout(
-                        pool, actor, config, iteration, config.needs_hidden()
-                    )
-                    rolled = time.perf_counter()
+                # 4. PPO-clip against the sampling policy, KL to the frozen reference
+                ref_logprobs = (
+                    reference_logprobs(reference, rollout, policy, config.temperature)
+                    if reference is not None
+                    else None
+                )
+                shuffler = torch.Generator().manual_seed(
+                    seed_from(config.seed, "minibatches", iteration) % 2**63
+                )
+                update = ppo_update(
+                    policy, optimizer, rollout, advantages, ref_logprobs, config, shuffler
+                )
+                if engine is not None:
+                    engine.sync()  # push the new weights to the rollout engine
+                updated = time.perf_counter()
 
-                    # 3. rewards and advantages
-                    rewards = (
-                        success_rewards(rollout, config.success_reward)
-                        if config.reward == "success"
-                        else None
-                    )
-                    batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
-                    result = compute(config.estimator, batch, **params)
-                    raw = np.asarray(result.advantages, dtype=np.float64)
-                    advantages = normalize_advantages(raw, config.advantage_norm)
-                    estimated = time.perf_counter()
-
-                    # 4. PPO-clip against the sampling policy, KL to the frozen reference
-                    ref_logprobs = (
-                        reference_logprobs(reference, rollout, policy, config.temperature)
-                        if reference is not None
-                        else None
-                    )
-                    shuffler = torch.Generator().manual_seed(
-                        seed_from(config.seed, "minibatches", iteration) % 2**63
-                    )
-                    update = ppo_update(
-                        policy, optimizer, rollout, advantages, ref_logprobs, config, shuffler
-                    )
-                    if engine is not None:
-                        engine.sync()  # push the new weights to the rollout engine
-                    updated = time.perf_counter()
-
-                    # 5. metrics, validation, checkpoint
-                    row = {
-                        "iteration": iteration,
-                        **rollout_metrics(rollout),
-                        "adv/raw_mean": float(raw.mean()),
-                        "adv/raw_std": float(raw.std()),
-                        "adv/mean": float(advantages.mean()),
-                        "adv/std": float(advantages.std()),
-                        "adv/min": float(advantages.min()),
-                        "adv/max": float(advantages.max()),
-                        **{f"est/{k}": v for k, v in result.diagnostics.items()},
-                        **update,
-                        "time/rollout_s": rolled - began,
-                        "time/estimator_s": estimated - rolled,
-                        "time/update_s": updated - estimated,
-                    }
-                    if iteration % config.val_every == 0 or iteration == config.iterations:
-                        row.update(validate(policy, config, run, iteration))
-                        row["time/val_s"] = time.perf_counter() - updated
-                    row["time/iteration_s"] = time.perf_counter() - began
-                    log(row)
-                    last = iteration == config.iterations
-                    if iteration % config.checkpoint_every == 0 or last or stop.requested:
-                        save_checkpoint(run, policy, optimizer, iteration)
-                    if stop.requested and not last:
-                        raise KeyboardInterrupt  # checkpointed: --resume continues from here
-                    description = f"{config.env} {config.estimator} seed {config.seed}"
-                    if "val_success" in row:
-                        description += f" val {row['val_success']:.2f}"
-                    progress.update(bar, completed=iteration, description=description)
+                # 5. metrics, validation, checkpoint
+                row = {
+                    "iteration": iteration,
+                    **rollout_metrics(rollout),
+                    "adv/raw_mean": float(raw.mean()),
+                    "adv/raw_std": float(raw.std()),
+                    "adv/mean": float(advantages.mean()),
+                    "adv/std": float(advantages.std()),
+                    "adv/min": float(advantages.min()),
+                    "adv/max": float(advantages.max()),
+                    **{f"est/{k}": v for k, v in result.diagnostics.items()},
+                    **update,
+                    "time/rollout_s": rolled - began,
+                    "time/estimator_s": estimated - rolled,
+                    "time/update_s": updated - estimated,
+                }
+                if iteration % config.val_every == 0 or iteration == config.iterations:
+                    row.update(validate(policy, config, run, iteration))
+                    row["time/val_s"] = time.perf_counter() - updated
+                row["time/iteration_s"] = time.perf_counter() - began
+                log(row)
+                last = iteration == config.iterations
+                if iteration % config.checkpoint_every == 0 or last or stop.requested:
+                    save_checkpoint(run, policy, optimizer, iteration, identity, reference_weights)
+                if stop.requested and not last:
+                    raise KeyboardInterrupt  # checkpointed: --resume continues from here
+                description = f"{config.env} {config.estimator} seed {config.seed}"
+                if "val_success" in row:
+                    description += f" val {row['val_success']:.2f}"
+                progress.update(bar, completed=iteration, description=description)
         finally:
             stop.release()
             pool.close()
             if writer is not None:
                 writer.close()
-    final = find_checkpoint(run)
-    done = {
-        "iterations": config.iterations,
-        "last_checkpoint": checkpoint_iteration(final) if final is not None else None,
-    }
-    atomic_write_text(run / DONE_FILE, json.dumps(done) + "\n")
+    final = run.latest_checkpoint()
+    run.write_done(config.iterations, run.read_state(final).iteration if final else None)
     return history
 
 

@@ -35,6 +35,7 @@ from rich.table import Table
 
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.harness.stats import paired_difference, t_interval, threshold_crossing
+from agentbench_rl.spec.run_folder import RunFolder
 from agentbench_rl.train.config import TrainConfig, apply_overrides, config_from_dict
 
 GRID_ORDER = ("env", "estimator", "model", "seed")
@@ -52,6 +53,11 @@ class SweepRun:
     folder: Path
     config: TrainConfig
     context: str = ""  # the cell without its estimator: runs of one context and seed are paired
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run has finished (its folder's ``done.json``)."""
+        return RunFolder(self.folder).is_finished()
 
 
 @dataclass(frozen=True)
@@ -124,18 +130,12 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
     return sweep
 
 
-def is_finished(folder: Path) -> bool:
-    """Whether a run finished (``done.json`` is written last)."""
-    return (Path(folder) / "done.json").is_file()
-
-
 def _run_one(config_dict: dict[str, Any], folder: str) -> str:
     """Train (or resume) one run; a module-level function so Ray can ship it."""
     from agentbench_rl.train.ppo import train
 
     config = config_from_dict(config_dict)
-    resume = (Path(folder) / "config.yaml").exists()
-    train(config, Path(folder), resume=resume, console=None)
+    train(config, Path(folder), resume=True, console=None)
     return folder
 
 
@@ -157,7 +157,7 @@ def run_sweep(
     runs = sweep.runs(overrides)
     # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
     # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
-    todo = sorted((run for run in runs if not is_finished(run.folder)), key=lambda run: run.seed)
+    todo = sorted((run for run in runs if not run.finished), key=lambda run: run.seed)
     console = console or Console(stderr=True)
     console.print(f"sweep {sweep.name}: {len(runs)} runs, {len(runs) - len(todo)} finished")
     use_ray = runner == "ray"
@@ -181,23 +181,8 @@ def run_sweep(
 
         for run in todo:
             console.print(f"[bold]{run.cell}[/] seed {run.seed} -> {run.folder}")
-            resume = (run.folder / "config.yaml").exists()
-            train(run.config, run.folder, resume=resume, console=console)
+            train(run.config, run.folder, resume=True, console=console)
     return summarize_sweep(sweep, overrides, console)
-
-
-def read_metrics(folder: Path) -> list[dict[str, Any]]:
-    """The metric rows of a run (a torn last line is skipped)."""
-    path = Path(folder) / "metrics.jsonl"
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text("utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 def validation_curve(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
@@ -233,7 +218,7 @@ def paired_comparisons(
     paired t-test p-value, and the difference 80% power would detect with this many seeds."""
     finished: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
     for run in runs:
-        if run.folder in curves and is_finished(run.folder):
+        if run.folder in curves and run.finished:
             key = (run.context, run.config.estimator)
             finished.setdefault(key, {})[run.seed] = run_figures(curves[run.folder])
     rows = []
@@ -277,7 +262,7 @@ def summarize_sweep(
     cells: dict[str, dict[str, dict[int, float]]] = {}
     curves: dict[Path, dict[int, float]] = {}
     for run in runs:
-        curve = validation_curve(read_metrics(run.folder))
+        curve = validation_curve(RunFolder(run.folder).read_metrics().rows)
         if curve:
             cells.setdefault(run.cell, {})[str(run.seed)] = curve
             curves[run.folder] = curve
@@ -289,7 +274,7 @@ def summarize_sweep(
         summary["cells"][cell] = {
             "seeds": sorted(by_seed, key=int),
             "finished_seeds": sorted(
-                (str(r.seed) for r in runs if r.cell == cell and is_finished(r.folder)), key=int
+                (str(r.seed) for r in runs if r.cell == cell and r.finished), key=int
             ),
             "start_success": _mean_block(starts),
             "final_success": _mean_block(finals),

@@ -29,13 +29,13 @@ from agentbench_rl.integrations.verl.config import (
     write_agent_loop_file,
 )
 from agentbench_rl.integrations.verl.data import split_tasks, write_split
+from agentbench_rl.spec.run_folder import RunFolder
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
     from agentbench_rl.train.config import TrainConfig
 
-CONFIG_FILE = "config.yaml"
 VERL_CONFIG_FILE = "verl_config.yaml"
 DATA_FOLDER = "verl-data"
 CHECKPOINTS = "checkpoints"
@@ -59,19 +59,25 @@ def prepare_run(
     """Write the run folder's files and return verl's validated config (module docstring)."""
     from omegaconf import OmegaConf
 
-    from agentbench_rl.train.config import dump_config
+    from agentbench_rl.train.config import dump_config, read_run_config
 
     run = Path(run)
     settings = settings_from_config(config)  # rejects what verl cannot do, before any work
     ours = dump_config(config)
-    if (run / CONFIG_FILE).exists():
+    config_file = RunFolder(run).config_file
+    if config_file.exists():
         if not resume:
             raise FileExistsError(
                 f"{run} already holds a training run; pass --resume to continue it "
                 "or choose another --out"
             )
-        if (run / CONFIG_FILE).read_text("utf-8") != ours:
-            raise ValueError(f"--resume: {run} was trained with a different config")
+        stored = read_run_config(config_file)
+        # verl's data files hold n_tasks x iterations rows: here the length changes numbers too
+        changed = config.identity_changes(stored)
+        if stored.iterations != config.iterations:
+            changed.append("iterations")
+        if changed:
+            raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
     splits = {"train": config.train_split, "val": config.val_split}
     data = {part: run / DATA_FOLDER / f"{part}.parquet" for part in splits}
     categories = {"train": config.train_categories, "val": []}
@@ -88,7 +94,7 @@ def prepare_run(
             write_split(config.env, split, data[part], config.n_tasks, categories[part])
     write_agent_loop_file(settings, run)
     atomic_write_text(run / VERL_CONFIG_FILE, OmegaConf.to_yaml(verl_config))
-    atomic_write_text(run / CONFIG_FILE, ours)
+    atomic_write_text(config_file, ours)
     return verl_config
 
 
@@ -157,9 +163,10 @@ def train_verl(
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
 
-    verl_config = prepare_run(config, out, verl_extra, resume)
-    auto_set_device(verl_config)
-    run_ppo(verl_config, task_runner_class=task_runner_class())
+    with RunFolder(out).lock():  # one process trains a run folder
+        verl_config = prepare_run(config, out, verl_extra, resume)
+        auto_set_device(verl_config)
+        run_ppo(verl_config, task_runner_class=task_runner_class())
     return Path(out)
 
 
