@@ -17,6 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 from agentbench_rl.extras import require
@@ -47,8 +48,11 @@ def _fail(message: str) -> None:
 
 
 def _error_line(message: str) -> None:
-    """``error: MESSAGE`` on stderr; the message is user input's echo, so never markup."""
-    console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    """``error: MESSAGE`` on stderr, one line: the message may echo user or server text, so it
+    is never markup and its control characters are escaped."""
+    console.print(
+        f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True
+    )
 
 
 @app.command("eval")
@@ -736,7 +740,9 @@ def leaderboard_render(
     from agentbench_rl.leaderboard.render import render
 
     def skipped(message: str) -> None:
-        console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[yellow]warning:[/] {escape(printable(message))}", highlight=False, soft_wrap=True
+        )
 
     try:
         require("plot", "leaderboard render")

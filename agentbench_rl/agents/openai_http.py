@@ -21,15 +21,19 @@ size and concurrency.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
+import math
 import os
+import socket
 import struct
 import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -38,9 +42,17 @@ import numpy as np
 
 from agentbench_rl.agents.base import PromptingBatchAgent
 from agentbench_rl.agents.prompting import HistoryStep, PromptConfig
+from agentbench_rl.core.jsonfile import JSONProblem, loads_strict
+from agentbench_rl.core.text import printable
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+#: The largest answer body read: a chat answer is a few KB, a model list a few hundred.
+MAX_ANSWER_BYTES = 16 * 2**20
+_CAP_TEXT = "16 MiB"
+#: The longest deadline of one exchange, and the most retries, an agent spec may ask for.
+MAX_TIMEOUT = 3600.0
+MAX_RETRIES = 20
 
 
 class ServerError(RuntimeError):
@@ -144,6 +156,14 @@ def retry_after(value: str | None, now: float | None = None, cap: float = 60.0) 
     return min(cap, max(0.0, seconds))
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    reason: str
+    headers: dict[str, str]
+    body: bytes
+
+
 class ChatClient:
     """A minimal OpenAI-compatible chat client (standard library only) with retries.
 
@@ -152,14 +172,22 @@ class ChatClient:
     reopened at once, without counting as a failure. (Proxy variables are not read: the
     client talks to the base URL directly.)
 
+    What a server sends is bounded: an answer body past :data:`MAX_ANSWER_BYTES` is refused,
+    ``timeout`` is a deadline for the whole exchange (connecting, sending, the answer's last
+    byte; a server that drips bytes slowly is cut off there), JSON is parsed with the strict
+    reader's depth limit, a redirect is an error (never played as an answer), and server text
+    in messages is stripped of control characters. :meth:`cancel` (Ctrl-C) ends every request
+    in flight and every wait between retries at once.
+
     Args:
         base_url: e.g. ``http://127.0.0.1:8000/v1``.
         api_key: sent as ``Authorization: Bearer``; ``None`` sends none.
-        timeout: seconds per request.
+        timeout: seconds for one exchange, from connecting to the answer's last byte.
         retries: attempts after the first one.
         backoff: first wait in seconds, doubled after every failure (capped at 8 s); a
             ``Retry-After`` header asking for longer is honoured (up to 60 s).
-        sleep: the wait function (tests pass a fake one).
+        sleep: the wait function (tests pass a fake one); by default a wait that
+            :meth:`cancel` ends.
     """
 
     def __init__(
@@ -169,19 +197,33 @@ class ChatClient:
         timeout: float = 60.0,
         retries: int = 5,
         backoff: float = 0.5,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
+        check_limits(timeout, retries)
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
-        self.sleep = sleep
+        self._cancelled = threading.Event()
+        self.sleep = sleep or self._wait
         parts = urlsplit(self.base_url)
         self._https = parts.scheme == "https"
         self._host = parts.netloc
         self._prefix = parts.path
         self._local = threading.local()
+        self._open: set[http.client.HTTPConnection] = set()
+        self._open_lock = threading.Lock()
+
+    def _wait(self, seconds: float) -> None:
+        self._cancelled.wait(seconds)  # returns at once when cancelled
+
+    def cancel(self) -> None:
+        """End every request in flight (their sockets are shut) and every later one."""
+        self._cancelled.set()
+        with self._open_lock:
+            for connection in list(self._open):
+                _shut(connection)
 
     def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
         """This thread's connection, and whether it was used before."""
@@ -193,20 +235,41 @@ class ChatClient:
         self._local.connection = connection
         return connection, False
 
-    def _send(
-        self, method: str, path: str, data: bytes | None, headers: dict[str, str]
-    ) -> tuple[int, str | None, bytes]:
-        """One exchange: status, ``Retry-After`` and body (``OSError`` when the connection
-        fails; a reused connection the server closed is reopened once)."""
+    def _drop(self, connection: http.client.HTTPConnection) -> None:
+        connection.close()
+        self._local.connection = None
+
+    def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> _Answer:
+        """One exchange within ``timeout`` (``OSError`` when the connection fails or the deadline
+        passes; a reused connection the server closed is reopened once)."""
+        deadline = time.monotonic() + self.timeout
         for _ in range(2):
             connection, reused = self._connection()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            connection.timeout = remaining
+            if connection.sock is not None:
+                connection.sock.settimeout(remaining)
+            expired = threading.Event()
+            watchdog = threading.Timer(remaining, _expire, (connection, expired))
+            watchdog.daemon = True
+            with self._open_lock:
+                self._open.add(connection)
+            watchdog.start()
             try:
                 connection.request(method, self._prefix + path, body=data, headers=headers)
                 response = connection.getresponse()
-                body = response.read()
+                body = _read_capped(response)
+            except ServerError:
+                self._drop(connection)
+                raise
             except (OSError, http.client.HTTPException) as error:
-                connection.close()
-                self._local.connection = None
+                self._drop(connection)
+                if expired.is_set():
+                    break
+                if self._cancelled.is_set():
+                    raise ServerError("cancelled") from None
                 stale = isinstance(
                     error, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)
                 )
@@ -215,16 +278,20 @@ class ChatClient:
                 if isinstance(error, http.client.HTTPException):
                     raise ConnectionError(str(error) or type(error).__name__) from None
                 raise
+            finally:
+                watchdog.cancel()
+                with self._open_lock:
+                    self._open.discard(connection)
             if response.will_close:
-                connection.close()
-                self._local.connection = None
-            return response.status, response.getheader("Retry-After"), body
-        raise ConnectionError("the server closed the connection")
+                self._drop(connection)
+            answer_headers = {key.lower(): value for key, value in response.getheaders()}
+            return _Answer(response.status, response.reason, answer_headers, body)
+        raise TimeoutError(f"no complete answer within {self.timeout:g} s")
 
     def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
         """Send one request (with retries) and return the decoded JSON answer."""
-        url = f"{self.base_url}{path}"
-        data = json.dumps(payload).encode("utf-8") if payload is not None else None
+        url = printable(f"{self.base_url}{path}")
+        data = json.dumps(payload, allow_nan=False).encode("utf-8") if payload else None
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
@@ -232,20 +299,32 @@ class ChatClient:
         for attempt in range(self.retries + 1):
             if attempt:
                 self.sleep(max(asked, min(8.0, self.backoff * 2 ** (attempt - 1))))
+            if self._cancelled.is_set():
+                raise ServerError(f"{method} {url}: cancelled")
             asked = 0.0
             try:
-                status, wait, body = self._send(method, path, data, headers)
+                answer = self._send(method, path, data, headers)
             except OSError as error:  # refused, reset, timed out, unknown host
-                problem = str(error) or type(error).__name__
+                problem = printable(str(error) or type(error).__name__)
                 continue
-            if status < 400:
+            if 200 <= answer.status < 300:
                 try:
-                    return json.loads(body.decode("utf-8"))
-                except (UnicodeDecodeError, json.JSONDecodeError):
-                    raise ServerError(f"{method} {url}: the answer is not JSON") from None
-            problem = f"HTTP {status}: {body.decode('utf-8', 'replace')[:200]}"
-            asked = retry_after(wait)
-            if status not in RETRY_STATUS:
+                    return loads_strict(answer.body.decode("utf-8"))
+                except (UnicodeDecodeError, JSONProblem) as error:
+                    reason = getattr(error, "reason", "not UTF-8 text")
+                    raise ServerError(
+                        f"{method} {url}: the answer is not JSON ({reason})"
+                    ) from None
+            if 300 <= answer.status < 400:
+                where = printable(answer.headers.get("location", "nowhere")[:200])
+                raise ServerError(
+                    f"{method} {url} answered {answer.status} (a redirect to {where}); give the "
+                    "agent the final URL"
+                )
+            text = printable(answer.body[:200].decode("utf-8", "replace"))
+            problem = f"HTTP {answer.status} {printable(answer.reason[:80])}: {text}"
+            asked = retry_after(answer.headers.get("retry-after"))
+            if answer.status not in RETRY_STATUS:
                 raise ServerError(f"{method} {url} failed with {problem}")
         raise ServerError(f"cannot reach {url} after {self.retries + 1} attempts (last: {problem})")
 
@@ -257,7 +336,46 @@ class ChatClient:
         try:
             return str(answer["choices"][0]["message"]["content"] or "")
         except (KeyError, IndexError, TypeError):
-            raise ServerError(f"unexpected answer from {self.base_url}: {answer!r:.200}") from None
+            shown = printable(f"{answer!r:.200}")
+            raise ServerError(f"unexpected answer from {self.base_url}: {shown}") from None
+
+
+def _expire(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The deadline's watchdog: mark the exchange expired and end it."""
+    expired.set()
+    _shut(connection)
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
+    """Shut a connection's socket from another thread (a blocked read there returns at once)."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):  # already closed
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+def _read_capped(response: http.client.HTTPResponse) -> bytes:
+    """The answer body, refused past :data:`MAX_ANSWER_BYTES` (announced or sent)."""
+    announced = response.getheader("Content-Length")
+    if announced is not None and announced.isdigit() and int(announced) > MAX_ANSWER_BYTES:
+        raise ServerError(f"the answer is {int(announced)} bytes, over the {_CAP_TEXT} limit")
+    parts, size = [], 0
+    while chunk := response.read1(1 << 16):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise ServerError(f"the answer is over the {_CAP_TEXT} limit")
+        parts.append(chunk)
+    response.close()  # read to its end: the connection may carry the next request
+    return b"".join(parts)
+
+
+def check_limits(timeout: float, retries: int) -> None:
+    """Refuse a timeout outside (0, :data:`MAX_TIMEOUT`] seconds (NaN and infinity included)
+    or retries outside 0 .. :data:`MAX_RETRIES`."""
+    if not (isinstance(timeout, int | float) and 0 < timeout <= MAX_TIMEOUT):
+        raise ValueError(f"timeout must be in (0, {MAX_TIMEOUT:g}] seconds, got {timeout}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= MAX_RETRIES:
+        raise ValueError(f"retries must be a whole number in 0..{MAX_RETRIES}, got {retries}")
 
 
 class OpenAIAgent(PromptingBatchAgent):
@@ -273,8 +391,15 @@ class OpenAIAgent(PromptingBatchAgent):
             history = int(options.get("history", 2))
             timeout = float(options.get("timeout", 60))
             retries = int(options.get("retries", 5))
+            if not (math.isfinite(self.temperature) and self.temperature >= 0):
+                raise ValueError(f"temperature must be a number >= 0, got {self.temperature}")
+            if self.max_tokens < 1:
+                raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+            if history < 0:
+                raise ValueError(f"history must be >= 0, got {history}")
+            check_limits(timeout, retries)
         except ValueError as problem:
-            raise ValueError(f"agent '{spec}': bad option value ({problem})") from None
+            raise ValueError(f"agent '{printable(spec)}': bad option value ({problem})") from None
         self.prompt = PromptConfig(history=history, mode="generate")
         api_key = os.environ.get(options.get("api_key_env", "OPENAI_API_KEY"))
         self.client = client or ChatClient(self.base_url, api_key, timeout, retries)
@@ -313,7 +438,13 @@ class OpenAIAgent(PromptingBatchAgent):
                 self._pool.shutdown()
             self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="openai-agent")
             self._pool_size = self.concurrency
-        return list(self._pool.map(lambda request: self._ask(*request), requests))
+        try:
+            return list(self._pool.map(lambda request: self._ask(*request), requests))
+        except BaseException:  # Ctrl-C (or a failed row): end the requests still in flight now
+            self.client.cancel()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+            raise
 
     def _ask(self, prompt: str, seed: int) -> str:
         return self.client.chat(

@@ -34,8 +34,10 @@ FORMAT_CHOOSE = "Answer with exactly one admissible action inside <action> </act
 CHOOSE_PREFIX = "<action>"
 CHOOSE_SUFFIX = "</action>"
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_ACTION_BLOCK = re.compile(r"<action>.*?</action>", re.DOTALL | re.IGNORECASE)
+_TAGS = {
+    name: (re.compile(f"<{name}>", re.IGNORECASE), re.compile(f"</{name}>", re.IGNORECASE))
+    for name in ("think", "action")
+}
 
 
 @dataclass(frozen=True)
@@ -207,11 +209,22 @@ def format_ok(response: str) -> bool:
         >>> format_ok("<action>left</action><action>up</action>")
         False
     """
-    thinks = _THINK_BLOCK.findall(response)
-    actions = _ACTION_BLOCK.findall(response)
-    if len(thinks) != 1 or len(actions) != 1:
+    if _block_count(response, "think") != 1 or _block_count(response, "action") != 1:
         return False
     return response.lower().index("<think>") < response.lower().index("<action>")
+
+
+def _block_count(text: str, name: str) -> int:
+    """How many non-overlapping ``<name>...</name>`` blocks ``text`` holds (what a non-greedy
+    regex's ``findall`` counts), in one pass: that regex is quadratic on many unclosed tags."""
+    opening, closing = _TAGS[name]
+    count, position = 0, 0
+    while (start := opening.search(text, position)) is not None:
+        end = closing.search(text, start.end())
+        if end is None:  # no later opening tag can close either
+            break
+        count, position = count + 1, end.end()
+    return count
 
 
 def expert_response(action: str, mode: ActionMode) -> str:

@@ -31,6 +31,7 @@ from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.lock import FolderLock
+from agentbench_rl.core.text import printable
 from agentbench_rl.envs import env_class, make, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.extras import require
@@ -341,7 +342,9 @@ def _prepare_folder(
             f"{out / JOURNAL}: {journal.duplicates} episodes were recorded twice; "
             "each counts once (the first record is kept)"
         )
-        (console or Console(stderr=True)).print(f"warning: {escape(message)}", highlight=False)
+        (console or Console(stderr=True)).print(
+            f"warning: {escape(printable(message))}", highlight=False
+        )
     done = journal.rows
     if not done:
         final = out / f"episodes.{config.episodes_format}"
