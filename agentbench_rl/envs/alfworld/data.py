@@ -35,6 +35,7 @@ from agentbench_rl.envs.install import (
     SizeLimitError,
     copy_capped,
     download,
+    install_target,
     staging_folder,
     swap_in,
 )
@@ -530,8 +531,10 @@ def install_archive(
     archive_path = Path(archive).expanduser()
     if not archive_path.is_file():
         raise InstallError(f"alfworld: archive not found: {archive_path}")
-    target_dir = resolve_data_dir(data_dir)
-    budget = ByteBudget(max_bytes, f"alfworld: {archive_path} unpacks to")
+    target_dir = _install_dir(data_dir)
+    budget = ByteBudget(
+        max_bytes, f"alfworld: {archive_path} unpacks to", archive_path.stat().st_size
+    )
     extracted = 0
     try:
         with staging_folder(target_dir / DATA_ROOT) as staged:
@@ -554,7 +557,22 @@ def install_archive(
             swap_in(staged / DATA_ROOT, target_dir / DATA_ROOT)
     except SizeLimitError as problem:
         raise InstallError(str(problem)) from None
+    except OSError as problem:
+        raise InstallError(
+            f"alfworld: cannot write {target_dir} ({problem.strerror or problem})"
+        ) from None
     return report
+
+
+def _install_dir(data_dir: str | os.PathLike[str] | None) -> Path:
+    """The data folder an install writes (a folder, or a symlink to one; never a file)."""
+    target_dir = resolve_data_dir(data_dir)
+    try:
+        target_dir = install_target(target_dir, "--data-dir")
+        install_target(target_dir / DATA_ROOT, "the data folder's")
+    except ValueError as problem:
+        raise InstallError(f"alfworld: {problem}") from None
+    return target_dir
 
 
 def _refuse_mismatch(archive: Path, report: InstallReport, allow_modified: bool) -> None:
@@ -598,7 +616,7 @@ def install_from_url(
         ...
         agentbench_rl.envs.alfworld.data.InstallError: alfworld: could not download ...
     """
-    target_dir = resolve_data_dir(data_dir)
+    target_dir = _install_dir(data_dir)
     name = PurePosixPath(url.split("?", 1)[0]).name or "archive.zip"
     try:
         with staging_folder(target_dir / name) as staged:
@@ -608,6 +626,10 @@ def install_from_url(
             return install_archive(archive, target_dir, splits, progress, max_bytes, allow_modified)
     except (DownloadError, SizeLimitError) as problem:
         raise InstallError(f"alfworld: {problem}") from None
+    except OSError as problem:
+        raise InstallError(
+            f"alfworld: cannot write {target_dir} ({problem.strerror or problem})"
+        ) from None
 
 
 def _write_capped(path: Path, open_source: Callable[[], IO[bytes]], budget: ByteBudget) -> None:

@@ -25,6 +25,7 @@ from agentbench_rl.envs.install import (
     SizeLimitError,
     copy_capped,
     download,
+    install_target,
     staging_folder,
     swap_in,
 )
@@ -132,7 +133,10 @@ def install_webshop(
         data_dir = os.environ.get(DATA_ENV_VAR) or None
         if data_dir is None:
             raise InstallError(f"webshop: give --data-dir or set ${DATA_ENV_VAR}")
-    target = Path(data_dir).expanduser()
+    try:
+        target = install_target(Path(data_dir).expanduser(), "--data-dir")
+    except ValueError as problem:
+        raise InstallError(f"webshop: {problem}") from None
     pinned: dict[str, str] = shipped_manifest()["data_sha256"]
     budget = ByteBudget(max_bytes, f"webshop: {source} holds")
     names = [*REQUIRED, *OPTIONAL]
@@ -159,6 +163,10 @@ def install_webshop(
                 )
             _keep_other_files(target, staged, set(names))
             swap_in(staged, target)
-    except (DownloadError, SizeLimitError, OSError) as problem:
+    except (DownloadError, SizeLimitError) as problem:
         raise InstallError(f"webshop: {problem}") from None
+    except OSError as problem:
+        raise InstallError(
+            f"webshop: cannot write {target} ({problem.strerror or problem})"
+        ) from None
     return WebShopInstall(target, tuple(installed), modified)
