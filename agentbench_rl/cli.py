@@ -7,6 +7,7 @@ split, agent, bad seed) exits with one line naming the problem, never a tracebac
 
 from __future__ import annotations
 
+import errno
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -279,9 +280,14 @@ def verl_data_command(
     try:
         from agentbench_rl.integrations.verl.data import write_split
 
+        if out.is_dir():
+            raise ValueError(f"{out} is a folder; give the parquet file to write")
         rows = write_split(env, split, out, size)
     except (ValueError, ImportError) as problem:
         _fail(str(problem))
+        return
+    except OSError as problem:
+        _fail(f"cannot write {out} ({problem.strerror or problem})")
         return
     console.print(f"{rows} tasks of {env} {split} in {out}")
 
@@ -378,7 +384,7 @@ def estimators_command(
 @bench_app.command("envs")
 def bench_envs(
     env: Annotated[list[str] | None, typer.Option(help="Envs to measure (default: all).")] = None,
-    steps: Annotated[int, typer.Option(help="Steps to time per env.")] = 20_000,
+    steps: Annotated[int, typer.Option(min=1, help="Steps to time per env.")] = 20_000,
 ) -> None:
     """Steps per second and reset time of each env, as a table."""
     from agentbench_rl.bench.envs import run as run_envs
@@ -457,15 +463,17 @@ def bench_learning(
 
 @bench_app.command("eval")
 def bench_eval(
-    levels: Annotated[int, typer.Option(help="Sokoban val levels the hf: agent plays.")] = 200,
-    batch_size: Annotated[int, typer.Option(help="hf: episodes per lockstep batch.")] = 50,
-    episodes: Annotated[int, typer.Option(help="Episodes the openai: agent plays.")] = 64,
-    concurrency: Annotated[int, typer.Option(help="openai: requests in flight.")] = 32,
+    levels: Annotated[
+        int, typer.Option(min=1, help="Sokoban val levels the hf: agent plays.")
+    ] = 200,
+    batch_size: Annotated[int, typer.Option(min=1, help="hf: episodes per lockstep batch.")] = 50,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes the openai: agent plays.")] = 64,
+    concurrency: Annotated[int, typer.Option(min=1, help="openai: requests in flight.")] = 32,
     latency_ms: Annotated[float, typer.Option(help="Server latency per request.")] = 50.0,
     max_steps: Annotated[
         int | None, typer.Option(help="openai: episodes' step limit (default: the env's).")
     ] = None,
-    repeats: Annotated[int, typer.Option(help="Alternating runs of each side.")] = 3,
+    repeats: Annotated[int, typer.Option(min=1, help="Alternating runs of each side.")] = 3,
 ) -> None:
     """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""
     try:
@@ -491,7 +499,7 @@ def bench_eval(
 @bench_app.command("train")
 def bench_train(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
-    repeats: Annotated[int, typer.Option(help="A/B repetitions of the rollout.")] = 6,
+    repeats: Annotated[int, typer.Option(min=1, help="A/B repetitions of the rollout.")] = 6,
     versus: Annotated[
         str | None,
         typer.Option(help="Time an iteration of the config's model against this model instead."),
@@ -523,7 +531,7 @@ def bench_train(
 @bench_app.command("bipace-epsilon")
 def bench_bipace_epsilon(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,
-    batches: Annotated[int, typer.Option(help="Iterations of rollouts to pool.")] = 3,
+    batches: Annotated[int, typer.Option(min=1, help="Iterations of rollouts to pool.")] = 3,
     epsilon: Annotated[
         list[float] | None, typer.Option(help="Values of ε (repeatable; default: a grid).")
     ] = None,
@@ -553,7 +561,7 @@ def _with_train_extra(measure: Callable[[], None]) -> None:
             if "pip install" in message
             else f"{message}; pip install 'agentbench-rl[train]'"
         )
-    except ValueError as problem:
+    except (ValueError, FileNotFoundError) as problem:
         _fail(str(problem))
 
 
@@ -750,6 +758,9 @@ def leaderboard_render(
     except (ValueError, ImportError) as problem:
         _fail(str(problem))
         return
+    except OSError as problem:
+        _fail(f"cannot write the boards under {root} ({problem.strerror or problem})")
+        return
     console.print(
         escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
         highlight=False,
@@ -819,15 +830,23 @@ def leaderboard_file_runs(
 @leaderboard_app.command("serve")
 def leaderboard_serve(
     root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = 8000,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")
+    ] = 8000,
 ) -> None:
     """Serve the rendered site locally until Ctrl-C."""
     from agentbench_rl.leaderboard.serve import make_server, site_url
 
     try:
         server = make_server(root, port=port)
-    except (ValueError, OSError) as problem:
+    except ValueError as problem:
         _fail(str(problem))
+        return
+    except OSError as problem:
+        if problem.errno == errno.EADDRINUSE:
+            _fail(f"port {port} on 127.0.0.1 is taken; pass another --port (--port 0: a free one)")
+        else:
+            _fail(f"cannot serve on port {port} ({problem.strerror or problem})")
         return
     console.print(
         escape(f"serving {site_url(server)} (Ctrl-C stops)"), highlight=False, soft_wrap=True

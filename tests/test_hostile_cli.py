@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -187,3 +188,93 @@ def test_the_summary_table_shows_an_agent_name_as_typed(tmp_path: Path) -> None:
     buffer = io.StringIO()
     print_summary(summary, Console(file=buffer, width=200))
     assert "sokoban / val / openai:http://h[/]#[red]m[/red]: 2 episodes" in buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------ no traceback
+def _training(tmp_path: Path, *overrides: str) -> list[str]:
+    return ["train", "--out", str(tmp_path / "run"), "iterations=1", *overrides]
+
+
+ONE_LINE_REFUSALS = [
+    (lambda t: ["eval", "--agent", "random", "--out", str(t / "afile" / "sub")], "cannot be made"),
+    (lambda t: ["eval", "--agent", "random", "--out", "/proc/x"], "cannot be made"),
+    (lambda t: ["train", "--out", str(t / "afile")], "is a file, not a run folder"),
+    (lambda t: ["sweep", str(t / "bad.yaml")], "bad.yaml is not valid YAML (line 2"),
+    (lambda t: ["train", "--config", str(t / "bad.yaml")], "bad.yaml is not valid YAML"),
+    (lambda t: ["bench", "train", "--config", str(t / "none.yaml")], "none.yaml not found"),
+    (lambda t: ["bench", "bipace-epsilon", "--epsilon", "nan"], "epsilon=nan is out of range"),
+    (lambda t: ["leaderboard", "render", "--root", str(t / "none")], "does not exist"),
+    (
+        lambda t: (
+            [
+                "leaderboard",
+                "file-runs",
+                "baselines/sokoban-quickstart.yaml",
+                "--runs-root",
+                str(t / "afile"),
+                "--root",
+                str(t / "boards"),
+            ]
+        ),
+        "is not a folder (give the sweep's --out)",
+    ),
+    (
+        lambda t: ["eval", "--agent", "python:json:JSONDecodeError", "--out", str(t / "o")],
+        "JSONDecodeError() raised TypeError",
+    ),
+    (
+        lambda t: (
+            ["eval", "--agent", "random", "--env-option", "max_steps=NaN", "--out", str(t / "o")]
+        ),
+        "NaN is not a finite number",
+    ),
+    (
+        lambda t: (
+            ["eval", "--agent", "random", "--env-option", "max_steps=abc", "--out", str(t / "o")]
+        ),
+        "max_steps must be a whole number >= 1, got 'abc'",
+    ),
+    (lambda t: _training(t, "device=cuda:7"), "has no CUDA GPU"),
+    (lambda t: _training(t, "learning_rate=inf"), "learning_rate must be a finite number"),
+    (lambda t: _training(t, "max_grad_norm=nan"), "max_grad_norm must be a finite number"),
+    (lambda t: _training(t, "tiny.heads=3"), "must split into tiny.heads 3 heads"),
+    (lambda t: _training(t, "tiny.hidden_size=0"), "tiny.hidden_size must be a whole number"),
+    (lambda t: _training(t, 'env_kwargs={"x": 1}'), "takes no option 'x'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), ONE_LINE_REFUSALS)
+def test_bad_paths_files_and_values_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, args: Any, message: str
+) -> None:
+    (tmp_path / "afile").write_text("a user's file")
+    (tmp_path / "bad.yaml").write_text("seed: [1\n")
+    assert message in one_error(capsys, *args(tmp_path))
+    assert (tmp_path / "afile").read_text() == "a user's file"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["leaderboard", "serve", "--port", "99999"],
+        ["leaderboard", "serve", "--port", "-1"],
+        ["bench", "envs", "--steps", "0"],
+        ["bench", "eval", "--levels", "0"],
+        ["bench", "bipace-epsilon", "--batches", "0"],
+    ],
+)
+def test_counts_and_ports_out_of_range_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    assert "Invalid value for" in one_error(capsys, *args)
+
+
+def test_a_taken_port_is_named_with_the_way_out(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = one_error(capsys, "leaderboard", "serve", "--port", str(port))
+    assert f"port {port} on 127.0.0.1 is taken" in line and "--port 0" in line

@@ -71,6 +71,21 @@ def test_bad_sweep_files(tmp_path: Path) -> None:
         load_sweep(path)
     with pytest.raises(ValueError, match="unknown estimator"):
         load_sweep(write_sweep(tmp_path, {"estimator": ["nope"]}))
+    path.write_text("grid: {seed: [0\n")
+    with pytest.raises(ValueError, match=r"bad\.yaml is not valid YAML \(line 2"):
+        load_sweep(path)
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", ".hidden", "..", ""])
+def test_a_sweep_name_is_one_plain_folder_name(tmp_path: Path, name: str) -> None:
+    path = write_sweep(tmp_path, {"seed": [0]})
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "name": name}))
+    if not name:  # no name: the file's stem
+        assert load_sweep(path).name == "sweep"
+        return
+    with pytest.raises(ValueError, match="must be letters, digits"):
+        load_sweep(path)
 
 
 def test_sweep_checks_every_cells_estimator_params_before_running(tmp_path: Path) -> None:

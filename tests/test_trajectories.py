@@ -175,3 +175,42 @@ def test_view_frames_load_in_chromium(visual_run: Path, tmp_path: Path) -> None:
     expected = sum(len(record["steps"]) + 1 for record in read_episodes(visual_run))
     assert len(images) == expected
     assert all(image["loaded"] and image["width"] == 96 for image in images)
+
+
+HUGE_AGENT = """
+def act(observation, info):
+    return "<action>" + "u" * 1_000_000 + chr(0xD800) + "</action>"
+"""
+
+
+def test_huge_and_unencodable_actions_are_recorded_bounded_and_viewable(tmp_path: Path) -> None:
+    (tmp_path / "huge.py").write_text(HUGE_AGENT)
+    args = ["eval", "--env", "sokoban", "--split", "val", "--agent", "python:huge:act"]
+    result = _cli(
+        [*args, "--limit", "1", "--max-steps", "5", "--save-trajectories", "--out", "run"],
+        tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    [path] = (tmp_path / "run" / "trajectories").rglob("*.json")
+    assert path.stat().st_size < 100_000  # 5 steps of 1 MB actions: 10 MB before
+    step = json.loads(path.read_text())["steps"][0]
+    assert step["action_raw"].endswith("more characters, cut]")
+    view = _cli(["view", "run"], tmp_path)  # a lone surrogate made the page unwritable
+    assert view.returncode == 0, view.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[1, 2]", "must hold a JSON object"),
+        ('{"task_id": "val-0000", "reset": {}, "steps": []}', "lacks seed"),
+        ('{"task_id": "val-0000", "seed": "0", "reset": {}, "steps": []}', "'seed' must be"),
+        ("{oops", "is not valid JSON"),
+    ],
+)
+def test_a_damaged_trajectory_file_is_one_line(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "run" / "trajectories" / "seed-0" / "val-0000.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
+    view = _cli(["view", "run"], tmp_path)
+    assert view.returncode == 2 and message in view.stderr and "Traceback" not in view.stderr

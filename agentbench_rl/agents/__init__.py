@@ -74,7 +74,13 @@ def load_agent(spec: str) -> Agent:
             if not hasattr(target, name):
                 raise ValueError(f"agent '{spec}': module '{module_name}' has no '{attribute}'")
             target = getattr(target, name)
-        policy: Any = target() if isinstance(target, type) else target
+        try:
+            policy: Any = target() if isinstance(target, type) else target
+        except Exception as problem:  # a class that needs arguments, or fails building
+            raise ValueError(
+                f"agent '{spec}': {attribute}() raised {type(problem).__name__}: {problem} "
+                "(a class agent is built without arguments)"
+            ) from None
         if callable(getattr(policy, "act_batch", None)) and callable(
             getattr(policy, "begin_episodes", None)
         ):

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentbench_rl.core.batch import StepBatch, factorize
+from agentbench_rl.estimators import resolve
 from agentbench_rl.estimators.bipace import check_hidden, cluster_rows
 from agentbench_rl.estimators.common import combine_codes
 from agentbench_rl.train.config import TrainConfig, load_config
@@ -141,7 +142,11 @@ def run(
     epsilons: Sequence[float] = EPSILONS,
     console: Console | None = None,
 ) -> dict[float, dict[str, float]]:
-    """Roll out, sweep ε and print the table."""
+    """Roll out, sweep ε and print the table (ε and the batch count checked before any work)."""
+    if batches < 1:
+        raise ValueError(f"--batches must be >= 1, got {batches}")
+    for epsilon in epsilons:  # by BiPACE's own parameter rule
+        resolve("bipace").check_params({"epsilon": epsilon})
     config = load_config(config_path, [*overrides, "estimator=bipace"])
     config.validate()
     step_batches = rollout_batches(config, batches)

@@ -43,7 +43,11 @@ class FolderLock:
     def acquire(self) -> None:
         """Take the lock, or raise :class:`FolderInUseError` naming the holder."""
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as error:  # a read-only, immutable or vanished folder
+                reason = error.strerror or error
+                raise ValueError(f"{self.path.parent} cannot be written ({reason})") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -7,6 +7,7 @@ TextWorld, WebShop's search index) until that env is made.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +102,33 @@ def env_class(name: str) -> type[TextAgentEnv[Any]]:
     module = __import__(module_name, fromlist=[class_name])
     cls: type[TextAgentEnv[Any]] = getattr(module, class_name)
     return cls
+
+
+def unknown_options(cls: type, options: dict[str, Any]) -> str | None:
+    """Why an env class cannot take these keyword options (``None``: it can): the names its
+    constructor does not declare, and those it does.
+
+    Example:
+        >>> unknown_options(env_class("textcraft"), {"colour": 1})
+        "takes no option 'colour' (it takes max_steps, render_mode, split)"
+    """
+    names: set[str] = set()
+    for owner in cls.__mro__:  # a constructor taking **kwargs hands them to its parent's
+        if "__init__" not in vars(owner):
+            continue
+        parameters = inspect.signature(vars(owner)["__init__"]).parameters
+        names |= {name for name, p in parameters.items() if p.kind is p.KEYWORD_ONLY}
+        names |= {name for name, p in parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            break
+    else:
+        return None
+    known = sorted(names - {"self"})
+    unknown = sorted(set(options) - set(known))
+    if not unknown:
+        return None
+    shown = ", ".join(f"'{name}'" for name in unknown)
+    return f"takes no option {shown} (it takes {', '.join(known)})"
 
 
 def make(name: str, **kwargs: Any) -> TextAgentEnv[Any]:

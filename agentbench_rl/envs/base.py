@@ -106,8 +106,12 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
             raise ValueError(
                 f"{self.env_name}: unknown split '{split}' (choose from {', '.join(self.splits())})"
             )
-        if max_steps is not None and max_steps < 1:
-            raise ValueError(f"{self.env_name}: max_steps must be >= 1, got {max_steps}")
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise ValueError(
+                f"{self.env_name}: max_steps must be a whole number >= 1, got {max_steps!r}"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"{self.env_name}: unsupported render_mode '{render_mode}'")
         self.split = split

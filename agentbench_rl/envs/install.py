@@ -91,7 +91,6 @@ def install_target(path: Path, what: str) -> Path:
 
     Example:
         >>> import tempfile
-import time
         >>> file = Path(tempfile.mkdtemp()) / "notes.txt"
         >>> _ = file.write_text("mine")
         >>> install_target(file, "--data-dir")
@@ -131,7 +130,6 @@ def staging_folder(target: Path) -> Iterator[Path]:
 
     Example:
         >>> import tempfile
-import time
         >>> root = Path(tempfile.mkdtemp())
         >>> with staging_folder(root / "data") as staged:
         ...     staged.parent == root
@@ -180,7 +178,6 @@ def swap_in(staged: Path, target: Path) -> None:
 
     Example:
         >>> import tempfile
-import time
         >>> root = Path(tempfile.mkdtemp())
         >>> (root / "old").mkdir(); (root / "new").mkdir(); _ = (root / "new" / "f").write_text("1")
         >>> swap_in(root / "new", root / "old")

@@ -155,7 +155,8 @@ class EvalConfig:
 def parse_env_options(options: list[str]) -> dict[str, Any]:
     """``["data_dir=/d", "num_products=100"]`` -> ``{"data_dir": "/d", "num_products": 100}``.
 
-    Values are read as JSON where they parse (numbers, booleans, null), else kept as text.
+    Values are read as JSON where they parse (numbers, booleans, null), else kept as text;
+    ``NaN`` and ``Infinity`` are refused (no env option means "no limit" by them).
 
     Example:
         >>> parse_env_options(["width=8", "data_dir=/data/webshop"])
@@ -167,10 +168,16 @@ def parse_env_options(options: list[str]) -> dict[str, Any]:
         if not sep or not key.isidentifier():
             raise ValueError(f"--env-option '{option}': expected KEY=VALUE")
         try:
-            parsed[key] = json.loads(value)
+            parsed[key] = json.loads(value, parse_constant=_no_constant)
         except json.JSONDecodeError:
             parsed[key] = value
+        except ValueError:
+            raise ValueError(f"--env-option '{option}': {value} is not a finite number") from None
     return parsed
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
 
 
 def _episode_row(outcome: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -405,7 +412,10 @@ def evaluate(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file, not a results folder")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {out} cannot be made ({error.strerror or error})") from None
     with FolderLock(out):  # one run writes a results folder at a time
         return _evaluate_in(
             config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared

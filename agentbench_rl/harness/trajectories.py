@@ -7,6 +7,10 @@ Each episode is written to ``trajectories/seed-<seed>/<task>.json`` by the proce
 (atomically, so a killed run leaves no torn file and a resumed one rewrites only what it replays).
 Image observations (visual Sokoban) are stored as PNG data URLs, so ``agentbench-rl view`` can
 show the frames without any image library.
+
+An agent's text is recorded bounded and as valid text: an action over :data:`MAX_ACTION_CHARS`
+keeps its head and says how long it was, and a lone surrogate (no UTF-8 encodes it, so the page
+could not be written) is kept as its ``\\udXXX`` escape.
 """
 
 from __future__ import annotations
@@ -21,8 +25,31 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.core.jsonfile import read_json
 
 FOLDER = "trajectories"
+#: The most characters of one action a trajectory keeps (a model's answer is a few hundred).
+MAX_ACTION_CHARS = 4096
+#: The largest trajectory file ``view`` reads.
+MAX_FILE_BYTES = 64 * 2**20
+#: The fields every episode record holds.
+RECORD_FIELDS = ("task_id", "seed", "reset", "steps")
+
+
+def recorded_text(text: str) -> str:
+    """``text`` as a trajectory keeps it: valid UTF-8 text of at most :data:`MAX_ACTION_CHARS`
+    characters (and a note of how many were cut).
+
+    Example:
+        >>> recorded_text("up" + chr(0xD800))
+        'up\\\\ud800'
+        >>> recorded_text("x" * 5000)[-31:]
+        'x... [904 more characters, cut]'
+    """
+    if len(text) > MAX_ACTION_CHARS:
+        cut = len(text) - MAX_ACTION_CHARS
+        text = f"{text[:MAX_ACTION_CHARS]}... [{cut} more characters, cut]"
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def png_data_url(image: np.ndarray) -> str:
@@ -101,8 +128,8 @@ class RecordingEnv:
             {
                 "t": len(self.steps),
                 "state": self._state,
-                "action_raw": action if isinstance(action, str) else repr(action),
-                "action": str(info.get("action_canonical", "")),
+                "action_raw": recorded_text(action if isinstance(action, str) else repr(action)),
+                "action": recorded_text(str(info.get("action_canonical", ""))),
                 "valid": bool(info.get("action_valid", False)),
                 "reward": float(reward),
                 "observation": observation_record(observation),
@@ -138,5 +165,23 @@ def read_episodes(out: Path) -> list[dict[str, Any]]:
         []
     """
     paths = sorted((out / FOLDER).glob("seed-*/**/*.json"))
-    records = [json.loads(path.read_text("utf-8")) for path in paths]
-    return sorted(records, key=lambda record: (int(record["seed"]), str(record["task_id"])))
+    return sorted(map(read_record, paths), key=lambda r: (r["seed"], str(r["task_id"])))
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """One episode record; ``ValueError`` in one line naming the file when it is too large, not
+    JSON, or not an episode record."""
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ValueError(f"{path} is over {MAX_FILE_BYTES >> 20} MiB: not a trajectory we wrote")
+    record = read_json(path, str(path))
+    if not isinstance(record, dict):
+        raise ValueError(f"{path} must hold a JSON object (an episode record)")
+    missing = [name for name in RECORD_FIELDS if name not in record]
+    if missing:
+        raise ValueError(f"{path} lacks {', '.join(missing)} (not an episode record)")
+    seed, steps = record["seed"], record["steps"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"{path}: 'seed' must be a whole number, got {json.dumps(seed)}")
+    if not isinstance(steps, list) or not all(isinstance(step, dict) for step in steps):
+        raise ValueError(f"{path}: 'steps' must be a list of step objects")
+    return record

@@ -608,6 +608,8 @@ def render(
     always holds exactly what the current valid submissions give.
     """
     root = check_root(root)
+    if not root.is_dir():
+        raise ValueError(f"--root {root} does not exist (leaderboard submit makes a board there)")
     boards = collect_boards(root, on_skip) if on_skip else collect_boards(root)
     reported = reported or load_reported()
     plots = draw_plots(boards)

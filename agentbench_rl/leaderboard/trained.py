@@ -334,6 +334,8 @@ def file_runs(
     one line per run that could not be (unfinished runs are passed over silently)."""
     from agentbench_rl.core.lock import FolderInUseError
 
+    if not Path(runs_root).is_dir():
+        raise ValueError(f"--runs-root {runs_root} is not a folder (give the sweep's --out)")
     sweep = load_sweep(Path(sweep_file), out=Path(runs_root))
     done, problems = [], []
     # Seed-major, as the sweep trains: stopped part way, the board holds whole seeds.

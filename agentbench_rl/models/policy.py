@@ -734,9 +734,12 @@ def _cache_argument(model: Any) -> str:
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``."""
+    """``auto`` is ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` on a machine without
+    one is a one-line ``ValueError``."""
     if device == "auto":
         if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
             return "cpu"
         return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device {device}: this machine has no CUDA GPU (use device=cpu or auto)")
     return device

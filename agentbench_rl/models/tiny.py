@@ -10,6 +10,7 @@ tags (``<think>``, ``<action>`` and their closing tags) are one token each.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,10 @@ class TinyModelConfig:
     max_positions: int = 1024
     tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
 
+    def check(self, where: str) -> None:
+        """Refuse sizes the architecture cannot be built with, in one line naming the field."""
+        _check_sizes(self, where, [("hidden_size", "heads")])
+
 
 @dataclass
 class TinyVLConfig:
@@ -50,6 +55,32 @@ class TinyVLConfig:
     vision_intermediate_size: int = 64
     vocab_size: int = 512
     tokenizer_episodes: int = 100
+
+    def check(self, where: str) -> None:
+        """Refuse sizes the architecture cannot be built with, in one line naming the field."""
+        _check_sizes(
+            self, where, [("hidden_size", "heads"), ("vision_hidden_size", "vision_heads")]
+        )
+
+
+def _check_sizes(config: Any, where: str, widths: list[tuple[str, str]]) -> None:
+    """Every size a whole number >= 1; each width split into heads of an even size (rotary
+    embeddings rotate pairs); the attention heads a multiple of the key-value heads."""
+    for item in dataclasses.fields(config):
+        value = getattr(config, item.name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{where}.{item.name} must be a whole number >= 1, got {value!r}")
+    for width, heads in widths:
+        size, count = getattr(config, width), getattr(config, heads)
+        if size % count or (size // count) % 2:
+            raise ValueError(
+                f"{where}.{width} {size} must split into {where}.{heads} {count} heads of an "
+                "even size"
+            )
+    if config.heads % config.kv_heads:
+        raise ValueError(
+            f"{where}.heads {config.heads} must be a multiple of {where}.kv_heads {config.kv_heads}"
+        )
 
 
 EOS_TOKEN = "<|endoftext|>"

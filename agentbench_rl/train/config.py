@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -131,7 +132,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise ``ValueError`` with one line naming the first bad field."""
-        from agentbench_rl.envs import env_class, resolve
+        from agentbench_rl.envs import env_class, resolve, unknown_options
 
         entry = resolve(self.env)
         self.env = entry.name
@@ -201,6 +202,16 @@ class TrainConfig:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
         if not self.val_seeds:
             raise ValueError("val_seeds: give at least one seed")
+        for name, value in _numbers(self):
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
+        if self.model == "tiny":
+            self.tiny.check("tiny")
+        elif self.model == "tiny-vl":
+            self.tiny_vl.check("tiny_vl")
+        unknown = unknown_options(env_class(self.env), self.env_kwargs)
+        if unknown:
+            raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
 
     def prompt_config(self) -> PromptConfig:
         """The prompt settings the policy is trained (and evaluated) with."""
@@ -303,6 +314,18 @@ class TrainConfig:
             ['bc.epochs', 'seed']
         """
         return _differences(self.identity(), other.identity())
+
+
+def _numbers(instance: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """Every float field, nested ones by dotted name."""
+    found = []
+    for item in dataclasses.fields(instance):
+        value = getattr(instance, item.name)
+        if dataclasses.is_dataclass(value):
+            found += _numbers(value, f"{prefix}{item.name}.")
+        elif isinstance(value, float):
+            found.append((f"{prefix}{item.name}", value))
+    return found
 
 
 def _identity(instance: Any) -> dict[str, Any]:

@@ -654,10 +654,10 @@ def train(
 def _train(
     config: TrainConfig, run: RunFolder, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
+    device = resolve_device(config.device)  # a missing GPU is refused before any write
     point = _prepare_run(config, run, resume)
     _seed_everything(config.seed)
     config.use_torch_threads()
-    device = resolve_device(config.device)
 
     progress = Progress(
         "[progress.description]{task.description}",

@@ -21,6 +21,7 @@ over seeds.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
@@ -29,14 +30,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.harness.stats import paired_difference, t_interval, threshold_crossing
 from agentbench_rl.spec.run_folder import RunFolder
-from agentbench_rl.train.config import TrainConfig, apply_overrides, config_from_dict
+from agentbench_rl.train.config import (
+    TrainConfig,
+    apply_overrides,
+    config_from_dict,
+    read_yaml_mapping,
+)
 
 GRID_ORDER = ("env", "estimator", "model", "seed")
 PAIRING_KEYS = ("estimator", "seed")  # runs that differ only in these are compared in pairs
@@ -92,6 +97,10 @@ class Sweep:
         return runs
 
 
+#: A sweep's name: one plain folder name (no separator, no leading dot, so never ``..``).
+_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}")
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]+", "_", text.rsplit("/", 1)[-1]).strip("_") or "x"
 
@@ -99,10 +108,8 @@ def _slug(text: str) -> str:
 def load_sweep(path: Path, out: Path | None = None) -> Sweep:
     """Read a sweep file (``out`` overrides the file's output folder)."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"sweep file {path} not found")
-    data = yaml.safe_load(path.read_text("utf-8")) or {}
-    if not isinstance(data, dict) or not isinstance(data.get("grid"), dict):
+    data = read_yaml_mapping(path, "sweep file")
+    if not isinstance(data.get("grid"), dict):
         raise ValueError(f"{path}: a sweep file needs a 'grid' mapping (and 'base')")
     grid = {
         key: value if isinstance(value, list) else [value] for key, value in data["grid"].items()
@@ -115,8 +122,14 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
         isinstance(v, dict) for v in per_estimator.values()
     ):
         raise ValueError(f"{path}: estimator_params maps estimator names to parameter mappings")
+    name = str(data.get("name") or path.stem)
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"{path}: name '{name}' must be letters, digits, '-', '_' and '.' (not first): it "
+            "names the sweep's folders under out"
+        )
     sweep = Sweep(
-        name=str(data.get("name") or path.stem),
+        name=name,
         out=Path(out or data.get("out") or "runs"),
         grid=grid,
         base=dict(data.get("base") or {}),
@@ -154,6 +167,12 @@ def run_sweep(
     """
     if runner not in ("auto", "ray", "sequential"):
         raise ValueError(f"runner '{runner}' (choose from auto, ray, sequential)")
+    if sweep.out.exists() and not sweep.out.is_dir():
+        raise ValueError(f"--out {sweep.out} is a file, not a folder for the sweep's runs")
+    try:
+        sweep.out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"--out {sweep.out} cannot be made ({error.strerror or error})") from None
     runs = sweep.runs(overrides)
     # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
     # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
@@ -175,7 +194,16 @@ def run_sweep(
         remote = ray.remote(num_cpus=cpus_per_run, num_gpus=gpus_per_run)(_run_one)
         futures = [remote.remote(run.config.to_dict(), str(run.folder)) for run in todo]
         for future in futures:
-            console.print(f"finished {ray.get(future)}")
+            try:
+                console.print(f"finished {ray.get(future)}")
+            except ray.exceptions.RayTaskError as failed:  # the run's own error, in one line
+                for other in futures:  # stop the rest (a run checkpoints as at Ctrl-C)
+                    ray.cancel(other)
+                for other in futures:
+                    with contextlib.suppress(Exception):
+                        ray.get(other)
+                cause = failed.cause
+                raise cause if isinstance(cause, Exception) else failed from None
     else:
         from agentbench_rl.train.ppo import train
 
