@@ -21,7 +21,7 @@ from rich.markup import escape
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
-from agentbench_rl.extras import require
+from agentbench_rl.extras import install_hint, require
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -479,7 +479,7 @@ def bench_eval(
     try:
         from agentbench_rl.bench.eval import run as run_eval
     except ImportError as problem:
-        _fail(f"{problem}; pip install 'agentbench-rl[train]'")
+        _fail(f"{problem}; {install_hint('train')}")
         return
     try:
         run_eval(
@@ -556,11 +556,7 @@ def _with_train_extra(measure: Callable[[], None]) -> None:
         measure()
     except ImportError as problem:
         message = str(problem)
-        _fail(
-            message
-            if "pip install" in message
-            else f"{message}; pip install 'agentbench-rl[train]'"
-        )
+        _fail(message if "pip install" in message else f"{message}; {install_hint('train')}")
     except (ValueError, FileNotFoundError) as problem:
         _fail(str(problem))
 

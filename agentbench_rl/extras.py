@@ -1,6 +1,6 @@
 """Optional dependencies, checked before any work: a missing one is named with its extra.
 
-A core install (``pip install agentbench-rl``) must fail fast and clearly where a feature needs
+A core install (``pip install -e .`` in a clone) must fail fast and clearly where a feature needs
 an extra, not with ``No module named 'torch'`` mid-run or after an hour of episodes. Commands call
 :func:`require` first; the check only looks the modules up (nothing heavy is imported).
 """
@@ -9,18 +9,27 @@ from __future__ import annotations
 
 import importlib.util
 
-#: What each feature needs: (modules, the pip command that installs them).
+
+def install_hint(extra: str) -> str:
+    """The command that installs an extra, as a user of a clone runs it (the package is not on
+    PyPI); the ``train`` extra gets the CPU torch pin first.
+
+    Example:
+        >>> install_hint("plot")
+        'pip install -e ".[plot]"'
+    """
+    command = f'pip install -e ".[{extra}]"'
+    if extra in ("train", "vllm", "verl"):
+        return f"pip install torch==2.13.0 && {command}"
+    return command
+
+
+#: What each feature needs: (modules, the extra that installs them).
 NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "train": (
-        ("torch", "transformers", "tokenizers", "yaml"),
-        "pip install torch==2.13.0 && pip install 'agentbench-rl[train]'",
-    ),
-    "hf": (
-        ("torch", "transformers"),
-        "pip install torch==2.13.0 && pip install 'agentbench-rl[train]'",
-    ),
-    "parquet": (("pyarrow",), "pip install 'agentbench-rl[parquet]'"),
-    "plot": (("matplotlib",), "pip install 'agentbench-rl[plot]'"),
+    "train": (("torch", "transformers", "tokenizers", "yaml"), "train"),
+    "hf": (("torch", "transformers"), "train"),
+    "parquet": (("pyarrow",), "parquet"),
+    "plot": (("matplotlib",), "plot"),
 }
 
 
@@ -49,7 +58,9 @@ def require(feature: str, what: str) -> None:
     Example:
         >>> require("parquet", "--episodes-format parquet")  # pyarrow is installed here
     """
-    modules, install = NEEDS[feature]
+    modules, extra = NEEDS[feature]
     missing = missing_modules(modules)
     if missing:
-        raise ImportError(f"{what} needs {', '.join(missing)}, which is not installed: {install}")
+        raise ImportError(
+            f"{what} needs {', '.join(missing)}, which is not installed: {install_hint(extra)}"
+        )

@@ -54,7 +54,7 @@ BOOK_WALKTHROUGH = ["go to bed 1", "take book 2 from bed 1", "go to sidetable 1"
 HAS_BACKEND = all(importlib.util.find_spec(name) for name in ("textworld", "alfworld"))
 needs_backend = pytest.mark.skipif(
     not HAS_BACKEND and not os.environ.get("CI"),
-    reason="needs the alfworld extra: pip install 'agentbench-rl[alfworld]'",
+    reason='needs the alfworld extra: pip install -e ".[alfworld]"',
 )
 
 
@@ -63,7 +63,7 @@ needs_backend = pytest.mark.skipif(
 def seen_env(alfworld_data: Path) -> ALFWorldEnv:
     """One warm valid_seen env shared by the tests (each test resets it)."""
     if not HAS_BACKEND:
-        message = "needs the alfworld extra: pip install 'agentbench-rl[alfworld]'"
+        message = 'needs the alfworld extra: pip install -e ".[alfworld]"'
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -451,8 +451,7 @@ def test_core_import_does_not_need_the_extra(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True
     )
     assert result.stdout.strip() == (
-        "alfworld: the ALFWorld env needs TextWorld and ALFWorld: "
-        "pip install 'agentbench-rl[alfworld]'"
+        'alfworld: the ALFWorld env needs TextWorld and ALFWorld: pip install -e ".[alfworld]"'
     )
 
 

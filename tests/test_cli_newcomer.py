@@ -146,10 +146,10 @@ runpy.run_module("agentbench_rl.cli", run_name="__main__")
 @pytest.mark.parametrize(
     ("hidden", "args", "message"),
     [
-        ("torch", ["eval", "--agent", "hf:some/model"], "agentbench-rl[train]"),
+        ("torch", ["eval", "--agent", "hf:some/model"], 'pip install -e ".[train]"'),
         ("yaml", ["train", "iterations=1"], "needs yaml, which is not installed"),
-        ("pyarrow", ["eval", "--episodes-format", "parquet"], "agentbench-rl[parquet]"),
-        ("matplotlib", ["bench", "fidelity", "--seeds", "1"], "agentbench-rl[plot]"),
+        ("pyarrow", ["eval", "--episodes-format", "parquet"], 'pip install -e ".[parquet]"'),
+        ("matplotlib", ["bench", "fidelity", "--seeds", "1"], 'pip install -e ".[plot]"'),
     ],
 )
 def test_a_missing_extra_is_named_before_any_work(

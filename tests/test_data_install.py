@@ -216,7 +216,7 @@ def test_webshop_bad_sources_leave_the_install_untouched(
 # ---------------------------------------------------------------------- fingerprints in results
 @pytest.mark.skipif(
     not all(importlib.util.find_spec(name) for name in ("textworld", "alfworld")),
-    reason="needs the alfworld extra: pip install 'agentbench-rl[alfworld]'",
+    reason='needs the alfworld extra: pip install -e ".[alfworld]"',
 )
 def test_results_record_whether_the_games_are_the_pinned_ones(
     alfworld_data: Path, tmp_path: Path

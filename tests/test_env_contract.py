@@ -45,7 +45,7 @@ def _alfworld_kwargs(data: Path, tmp: Path) -> dict[str, Any]:
     from test_alfworld import HAS_BACKEND
 
     if not HAS_BACKEND:
-        _missing("needs the alfworld extra: pip install 'agentbench-rl[alfworld]'")
+        _missing('needs the alfworld extra: pip install -e ".[alfworld]"')
     return {"data_dir": _extract_valid_splits(data / ALFWORLD_ARCHIVE)}
 
 

@@ -21,7 +21,7 @@ import pytest
 
 pytestmark = pytest.mark.verl
 verl = pytest.importorskip(
-    "verl", reason="needs the verl extra (pip install 'agentbench-rl[verl]'; run with -m verl)"
+    "verl", reason='needs the verl extra (pip install -e ".[verl]"; run with -m verl)'
 )
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)

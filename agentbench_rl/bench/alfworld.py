@@ -25,6 +25,7 @@ from agentbench_rl.envs.alfworld.data import (
     require_split_data,
     resolve_data_dir,
 )
+from agentbench_rl.extras import install_hint
 
 SPLIT = "valid_seen"
 
@@ -260,7 +261,7 @@ def report(console: Console, games: int = 12, workers: int | None = None) -> Non
     try:
         import ray  # noqa: F401
     except ImportError:
-        ray_note = "Ray actors not measured: pip install 'agentbench-rl[ray]'"
+        ray_note = f"Ray actors not measured: {install_hint('ray')}"
     else:
         ray_note = ""
         rows.append(("ray actors", count, time_ray_actors(task_ids, folder, count)))

@@ -47,6 +47,12 @@ INTRO = (
     "figure `agentbench-rl leaderboard validate` recomputed from its episodes: every task of the "
     "split once per declared seed, on the split checksum of the installed package. File one with "
     "`agentbench-rl leaderboard submit DIR`; the entry links to its files.",
+    "To put a filed submission on the official board, open a pull request that adds its folder "
+    "(`leaderboards/<env>/<split>/<name>-<id>/`, as `submit` filed it) and nothing else; review "
+    "reruns `agentbench-rl leaderboard validate` on it in CI (every figure recomputed from the "
+    "episodes, the split checksum, the metadata), checks that the code version names a public "
+    "commit, and renders the boards. A pull request that edits another entry or the rendered "
+    "files is not merged.",
     "Success: mean success rate over seeds (%) with its 95% interval (Student t over seeds; "
     "Wilson for a single seed); category columns: success per category (%). 95% threshold: how "
     "many seeds reached 95% success in the evaluation; where a submission carries training "

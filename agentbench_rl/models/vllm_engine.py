@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from agentbench_rl.agents.prompting import format_ok
+from agentbench_rl.extras import install_hint
 from agentbench_rl.models.policy import ActOutput, Policy, left_pad
 from agentbench_rl.models.vision import (
     stack_images,
@@ -140,9 +141,7 @@ def _make_llm(folder: str, settings: EngineSettings) -> Any:
     try:
         import vllm
     except ImportError:
-        raise ImportError(
-            "engine 'vllm' needs vLLM and a GPU: pip install 'agentbench-rl[vllm]'"
-        ) from None
+        raise ImportError(f"engine 'vllm' needs vLLM: {install_hint('vllm')}") from None
     if not torch.cuda.is_available():
         raise RuntimeError("engine 'vllm' needs a CUDA GPU; use engine: hf on a CPU")
     return vllm.LLM(

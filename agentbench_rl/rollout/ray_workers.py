@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from agentbench_rl.extras import install_hint
 from agentbench_rl.rollout.workers import LocalEnvPool, StepResult
 
 
@@ -20,7 +21,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ImportError("backend 'ray' needs Ray: pip install 'agentbench-rl[ray]'") from None
+        raise ImportError(f"backend 'ray' needs Ray: {install_hint('ray')}") from None
     return ray
 
 

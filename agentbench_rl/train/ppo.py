@@ -497,6 +497,7 @@ def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
     """
     episodes = rollout.episodes
     steps = sum(e["steps"] for e in episodes)
+    lengths = [len(response) for response in rollout.response_ids]
     outcomes: dict[int, set[bool]] = {}
     for episode in episodes:
         outcomes.setdefault(episode["group"], set()).add(bool(episode["success"]))
@@ -507,7 +508,7 @@ def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
         "train/episode_length": float(np.mean([e["steps"] for e in episodes])),
         "train/invalid_rate": float(sum(e["invalid"] for e in episodes) / max(1, steps)),
         "train/rows": float(len(rollout)),
-        "train/response_tokens": float(np.mean([len(r) for r in rollout.response_ids])),
+        "train/response_tokens": float(np.mean(lengths)) if lengths else 0.0,
     }
 
 

@@ -34,6 +34,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
+from agentbench_rl.extras import install_hint
 from agentbench_rl.harness.stats import paired_difference, t_interval, threshold_crossing
 from agentbench_rl.spec.run_folder import RunFolder
 from agentbench_rl.train.config import (
@@ -323,7 +324,7 @@ def summarize_sweep(
             plot_curves(cells, folder / "success.png", sweep.name, _references(runs, cells))
         except ImportError:  # matplotlib is the plot extra
             if console is not None:
-                console.print("no plot: pip install 'agentbench-rl[plot]' for success.png")
+                console.print(f"no plot: {install_hint('plot')} for success.png")
     if console is not None:
         console.print(summary_table(summary))
     return summary

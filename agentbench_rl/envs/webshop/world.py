@@ -34,11 +34,12 @@ from agentbench_rl.envs.webshop.goals import (
 )
 from agentbench_rl.envs.webshop.nouns import PRECOMPUTE_LIMIT, TitleNouns, installed_model
 from agentbench_rl.envs.webshop.search import SearchIndex, default_cache_dir, product_document
+from agentbench_rl.extras import install_hint
 
 MANIFEST = "splits.json"
 #: 2: each split row is (task id, goal hash, category); 1 had no category.
 MANIFEST_FORMAT = 2
-EXTRA_HINT = "pip install 'agentbench-rl[webshop]'"
+EXTRA_HINT = install_hint("webshop")
 #: Modules the env needs (the ``webshop`` extra), besides a spaCy English pipeline.
 REQUIRED_MODULES = ("nltk", "regex", "rapidfuzz", "spacy")
 

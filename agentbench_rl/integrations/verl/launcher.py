@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.extras import install_hint
 from agentbench_rl.integrations.verl.config import (
     compose,
     settings_from_config,
@@ -158,7 +159,7 @@ def train_verl(
         import agentbench_rl.integrations.verl.trainer  # noqa: F401
     except ImportError as missing:
         raise ImportError(
-            f"engine verl needs the verl extra: pip install 'agentbench-rl[verl]' ({missing})"
+            f"engine verl needs the verl extra: {install_hint('verl')} ({missing})"
         ) from None
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
