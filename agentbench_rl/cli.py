@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+import typer.core
 from rich.markup import escape
 
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 from agentbench_rl.extras import install_hint, require
+from agentbench_rl.progress import console_for
 
 app = typer.Typer(
     name="agentbench-rl",
@@ -35,11 +36,40 @@ bench_app = typer.Typer(
 )
 data_app = typer.Typer(help="Install benchmark data that cannot ship with the package.")
 leaderboard_app = typer.Typer(help="Leaderboards: validate, submit, render and view submissions.")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        import agentbench_rl
+        from agentbench_rl.harness.provenance import package_revision
+
+        commit = package_revision()["git_commit"]
+        suffix = f" (commit {commit[:12]})" if commit else ""
+        console_for().print(f"agentbench-rl {agentbench_rl.__version__}{suffix}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version; exit."
+        ),
+    ] = False,
+) -> None:
+    """Text-agent environments, advantage estimators and a seeded evaluation harness."""
+
+
 app.add_typer(bench_app, name="bench")
 app.add_typer(data_app, name="data")
 app.add_typer(leaderboard_app, name="leaderboard")
 
-console = Console(stderr=True)
+# Typer's help gives every option a type column ("<bool>", "<integer>"); the help texts and
+# defaults already say what an option takes, so the column is dropped (an explicit metavar stays).
+typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
+
+console = console_for(stderr=True)
 ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
 
 
@@ -160,7 +190,7 @@ def eval_command(
         return
     from agentbench_rl.harness.report import print_summary
 
-    print_summary(summary, Console())
+    print_summary(summary, console_for())
     console.print(
         escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"),
         highlight=False,
@@ -241,7 +271,7 @@ def train_command(
         if show_config:
             from agentbench_rl.train.config import dump_config
 
-            Console().print(dump_config(train_config), end="", markup=False, highlight=False)
+            console_for().print(dump_config(train_config), end="", markup=False, highlight=False)
             return
         if out is None:
             label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
@@ -365,7 +395,7 @@ def estimators_command(
     if as_json:
         print(json.dumps([estimator.schema() for estimator in declared], indent=1, default=str))
         return
-    out = Console()
+    out = console_for()
     for estimator in declared:
         columns = [f"needs {c}" for c in sorted(estimator.needs)]
         columns += [f"uses {c}" for c in sorted(estimator.uses)]
@@ -390,7 +420,7 @@ def bench_envs(
     from agentbench_rl.bench.envs import run as run_envs
 
     try:
-        run_envs(env or None, steps=steps, console=Console())
+        run_envs(env or None, steps=steps, console=console_for())
     except ValueError as problem:
         _fail(str(problem))
 
@@ -402,7 +432,7 @@ def bench_estimators(
     """Rows per second of every estimator at 1k, 10k and 100k rows, against a per-row baseline."""
     from agentbench_rl.bench.estimators import run as run_estimators
 
-    run_estimators(quick=quick, console=Console())
+    run_estimators(quick=quick, console=console_for())
 
 
 @bench_app.command("fidelity")
@@ -415,7 +445,7 @@ def bench_fidelity(
         require("plot", "bench fidelity")
         from agentbench_rl.bench.fidelity import run as run_fidelity
 
-        run_fidelity(seeds=seeds, out=out, console=Console())
+        run_fidelity(seeds=seeds, out=out, console=console_for())
     except (ValueError, ImportError) as problem:
         _fail(str(problem))
 
@@ -452,7 +482,7 @@ def bench_learning(
             estimator,
             seeds,
             out,
-            Console(),
+            console_for(),
             iterations=iterations,
             workers=workers,
             params=param or [],
@@ -483,7 +513,7 @@ def bench_eval(
         return
     try:
         run_eval(
-            Console(),
+            console_for(),
             levels=levels,
             batch_size=batch_size,
             episodes=episodes,
@@ -523,7 +553,7 @@ def bench_train(
         require("train", "bench train")
         from agentbench_rl.bench.train import run as run_train
 
-        run_train(config, overrides or [], repeats, Console(), versus, candidate)
+        run_train(config, overrides or [], repeats, console_for(), versus, candidate)
 
     _with_train_extra(measure)
 
@@ -545,7 +575,7 @@ def bench_bipace_epsilon(
         from agentbench_rl.bench.bipace_epsilon import EPSILONS
         from agentbench_rl.bench.bipace_epsilon import run as run_epsilon
 
-        run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, Console())
+        run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, console_for())
 
     _with_train_extra(measure)
 
@@ -661,7 +691,7 @@ def leaderboard_validate(
         return
     success = submission.figures["success"]
     low, high = success["ci95"]
-    Console().print(
+    console_for().print(
         escape(
             f"valid: {submission.env}/{submission.split}, {submission.metadata.name}, "
             f"success {percent(success['mean'])}% [{percent(low)}, {percent(high)}], "
@@ -896,6 +926,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except typer.TyperException as problem:  # usage errors: unknown option, missing value, ...
         format_message = getattr(problem, "format_message", None)
         message = format_message() if callable(format_message) else str(problem)
+        if "'--seeds'" in message and any("," in arg for arg in args):
+            message += " (give seeds separated by spaces: --seeds 0 1 2)"
         _error_line(message)
         sys.exit(getattr(problem, "exit_code", 2))
     except (typer.Abort, KeyboardInterrupt):

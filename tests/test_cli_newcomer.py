@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from agentbench_rl.envs import ENVS
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
@@ -203,3 +204,65 @@ def test_eval_table_shows_alfworld_categories_whole_at_80_columns() -> None:
     for kind in TASK_TYPES:
         assert any(line.startswith(kind + " ") for line in text.splitlines()), kind
     assert "bootstrap" in text and "t over seeds" in text
+
+
+def test_progress_in_a_log_file_is_plain_lines_with_elapsed_time(tmp_path: Path) -> None:
+    args = ["eval", "--env", "textcraft", "--agent", "random", "--limit", "40", "--out", "r"]
+    result = run(args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if "textcraft/test random:" in line]
+    assert len(lines) == 20 and lines[-1].startswith("textcraft/test random: 40/40 (100%)")
+    assert all("elapsed" in line for line in lines) and "ETA" in lines[0]
+    again = run([*args, "--resume"], cwd=tmp_path)
+    assert "complete: all 40 episodes were done" in again.stderr
+
+
+def test_a_resumed_evaluation_says_how_much_was_done(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    config = EvalConfig(env="sokoban", split="test", agent="random", limit=6)
+    evaluate(config, out)
+    rows = (out / "episodes.csv").read_text().splitlines()
+    (out / "summary.json").unlink()  # as a run killed after two episodes leaves it
+    (out / "episodes.csv").unlink()
+    journal = [dict(zip(rows[0].split(","), line.split(","), strict=True)) for line in rows[1:3]]
+    (out / "episodes.partial.jsonl").write_text(
+        "".join(
+            json.dumps({**row, "seed": int(row["seed"]), "success": row["success"] == "True",
+                        "score": float(row["score"]), "steps": int(row["steps"]),
+                        "return": float(row["return"]),
+                        "invalid_actions": int(row["invalid_actions"])}) + "\n"
+            for row in journal
+        )
+    )  # fmt: skip
+    result = run(["eval", "--agent", "random", "--limit", "6", "--out", str(out), "--resume"])
+    assert result.returncode == 0, result.stderr
+    assert "resuming: 2 of 6 episodes done" in result.stderr
+
+
+def test_version_help_and_hints(tmp_path: Path) -> None:
+    version = run(["--version"])
+    assert version.returncode == 0 and version.stdout.startswith("agentbench-rl 0.1.0")
+    helped = run(["bench", "envs", "--help"])
+    assert "<bool>" not in helped.stdout and "<integer>" not in helped.stdout
+    assert "Steps to time per env" in helped.stdout
+    typo = run(["train", "lerning_rate=1e-4", "--out", str(tmp_path / "t")])
+    assert "did you mean 'learning_rate'?" in typo.stderr
+    nested = run(["train", "bc.epoch=3", "--out", str(tmp_path / "t")])
+    assert "did you mean 'bc.epochs'?" in nested.stderr
+    option = run(["eval", "--seed", "1"])
+    assert "--seeds" in option.stderr
+    commas = run(["eval", "--seeds", "0,1,2"])
+    assert "separated by spaces: --seeds 0 1 2" in commas.stderr
+
+
+def test_an_unreachable_server_is_said_within_seconds(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    began = time.monotonic()
+    result = run(["eval", "--agent", f"openai:http://127.0.0.1:{port}/v1#m", "--out", "o"],
+                 cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2 and "cannot reach" in result.stderr
+    assert time.monotonic() - began < 10  # the backoff of five retries took 16.6 s

@@ -288,15 +288,25 @@ class ChatClient:
             return _Answer(response.status, response.reason, answer_headers, body)
         raise TimeoutError(f"no complete answer within {self.timeout:g} s")
 
-    def request(self, method: str, path: str, payload: dict[str, Any] | None = None) -> Any:
-        """Send one request (with retries) and return the decoded JSON answer."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None = None,
+        connect_retries: int | None = None,
+    ) -> Any:
+        """Send one request (with retries) and return the decoded JSON answer; a failure to
+        connect is retried at most ``connect_retries`` times (default: as any failure)."""
+        retries = self.retries
+        connect_retries = retries if connect_retries is None else connect_retries
+        refused = 0
         url = printable(f"{self.base_url}{path}")
         data = json.dumps(payload, allow_nan=False).encode("utf-8") if payload else None
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         problem, asked = "", 0.0
-        for attempt in range(self.retries + 1):
+        for attempt in range(retries + 1):
             if attempt:
                 self.sleep(max(asked, min(8.0, self.backoff * 2 ** (attempt - 1))))
             if self._cancelled.is_set():
@@ -306,6 +316,11 @@ class ChatClient:
                 answer = self._send(method, path, data, headers)
             except OSError as error:  # refused, reset, timed out, unknown host
                 problem = printable(str(error) or type(error).__name__)
+                refused += 1
+                if refused > connect_retries:
+                    raise ServerError(
+                        f"cannot reach {url} after {refused} attempts (last: {problem})"
+                    ) from None
                 continue
             if 200 <= answer.status < 300:
                 try:
@@ -326,7 +341,7 @@ class ChatClient:
             asked = retry_after(answer.headers.get("retry-after"))
             if answer.status not in RETRY_STATUS:
                 raise ServerError(f"{method} {url} failed with {problem}")
-        raise ServerError(f"cannot reach {url} after {self.retries + 1} attempts (last: {problem})")
+        raise ServerError(f"cannot reach {url} after {retries + 1} attempts (last: {problem})")
 
     def chat(self, model: str, prompt: str, **sampling: Any) -> str:
         """The assistant's answer to one user message."""
@@ -403,8 +418,8 @@ class OpenAIAgent(PromptingBatchAgent):
         self.prompt = PromptConfig(history=history, mode="generate")
         api_key = os.environ.get(options.get("api_key_env", "OPENAI_API_KEY"))
         self.client = client or ChatClient(self.base_url, api_key, timeout, retries)
-        try:
-            self.client.request("GET", "/models")
+        try:  # no server there is said at once: one retry, not the backoff's 15 s
+            self.client.request("GET", "/models", connect_retries=min(1, retries))
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
         #: Requests in flight at most (``eval --concurrency``).

@@ -23,7 +23,6 @@ from typing import Any, cast
 import pandas as pd
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 import agentbench_rl
 from agentbench_rl.agents import load_agent
@@ -47,6 +46,7 @@ from agentbench_rl.harness.sampling import (
 )
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
+from agentbench_rl.progress import progress_display
 from agentbench_rl.rollout.episode import (
     AgentRows,
     EpisodeSlot,
@@ -455,19 +455,20 @@ def _evaluate_in(
     finished = {(row["task_id"], int(row["seed"])) for row in done}
     jobs = [(task, seed) for seed in config.seeds for task in tasks if (task, seed) not in finished]
     rows = [row for row in done if row["task_id"] in order and int(row["seed"]) in config.seeds]
+    if console is not None and resume and rows:
+        episodes_total = len(tasks) * len(config.seeds)
+        console.print(
+            f"resuming: {len(rows)} of {episodes_total} episodes done"
+            if jobs
+            else f"complete: all {episodes_total} episodes were done (the result files are "
+            "written again from them)",
+            highlight=False,
+        )
 
     if jobs:
         with (
             read_journal(out / JOURNAL, EPISODE_COLUMNS).append_to(out / JOURNAL) as journal,
-            Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=console or Console(stderr=True),
-                transient=False,
-                disable=console is None,
-            ) as progress,
+            progress_display(console) as progress,
         ):
             bar = progress.add_task(
                 escape(f"{config.env}/{config.split} {config.agent}"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -367,8 +368,9 @@ def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
     kwargs: dict[str, Any] = {}
     for key, value in values.items():
         if key not in types_:
-            known = ", ".join(sorted(types_))
-            raise ValueError(f"unknown config key '{where}{key}' (known: {known})")
+            raise ValueError(
+                f"unknown config key '{where}{key}'{_did_you_mean(key, types_, where)}"
+            )
         kind = types_[key]
         if _is_dataclass_type(kind):
             kwargs[key] = _build(kind, value, f"{where}{key}.")
@@ -447,7 +449,9 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
             elif dataclasses.is_dataclass(target) and hasattr(target, part):
                 target = getattr(target, part)
             else:
-                raise ValueError(f"unknown config key '{'.'.join(parts[: depth + 1])}'")
+                known = _field_types(type(target)) if dataclasses.is_dataclass(target) else {}
+                hint = _did_you_mean(part, known, ".".join(parts[:depth]) + "." if depth else "")
+                raise ValueError(f"unknown config key '{'.'.join(parts[: depth + 1])}'{hint}")
         last = parts[-1]
         if isinstance(target, dict):
             target[last] = value
@@ -457,8 +461,23 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
                 raise ValueError(f"override {key}: set its fields ({key}.NAME=value)")
             setattr(target, last, _coerce(value, kind, key))
         else:
-            raise ValueError(f"unknown config key '{key}'")
+            known = _field_types(type(target)) if dataclasses.is_dataclass(target) else {}
+            hint = _did_you_mean(last, known, key[: len(key) - len(last)])
+            raise ValueError(f"unknown config key '{key}'{hint}")
     return config
+
+
+def _did_you_mean(key: str, known: Mapping[str, Any], prefix: str = "") -> str:
+    """`` (did you mean 'x'?)`` for the closest known key, else the list of known keys.
+
+    Example:
+        >>> _did_you_mean("lerning_rate", {"learning_rate": float, "seed": int})
+        " (did you mean 'learning_rate'?)"
+    """
+    close = difflib.get_close_matches(key, list(known), n=1)
+    if close:
+        return f" (did you mean '{prefix}{close[0]}'?)"
+    return f" (known: {', '.join(sorted(known))})" if known else ""
 
 
 def read_yaml_mapping(path: Path, what: str = "config file") -> dict[str, Any]:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+from rich.progress import Progress
 
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
@@ -70,6 +70,7 @@ from agentbench_rl.models.policy import (
 )
 from agentbench_rl.models.tiny import TOKENIZER_VERSION, build_tiny
 from agentbench_rl.models.vision import build_tiny_vl, load_image_processor
+from agentbench_rl.progress import LineProgress, progress_display
 from agentbench_rl.rollout.batched import (
     BatchPolicy,
     RolloutBatch,
@@ -155,7 +156,7 @@ def bc_key(config: TrainConfig) -> str:
 
 
 def initial_policy(
-    config: TrainConfig, device: str, progress: Progress | None
+    config: TrainConfig, device: str, progress: Progress | LineProgress | None
 ) -> tuple[Policy, dict[str, float]]:
     """The policy RL starts from: the tiny model or a Hugging Face one, after behaviour cloning
     when ``bc.enabled`` (a cached BC result is reused)."""
@@ -660,14 +661,7 @@ def _train(
     _seed_everything(config.seed)
     config.use_torch_threads()
 
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=console or Console(stderr=True),
-        disable=console is None,
-    )
+    progress = progress_display(console)
     with progress:
         # 1. the policy, its optimiser and the frozen reference
         checkpoint = point.checkpoint
@@ -704,6 +698,7 @@ def _train(
             f"{config.env} {config.estimator} seed {config.seed}",
             total=config.iterations,
             completed=start,
+            every=1,  # in a log file: one line per iteration
         )
         journal_cut = False
 
