@@ -10,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentbench_rl.agents import load_agent
 from agentbench_rl.cli import expand_list_options
@@ -380,3 +383,27 @@ def test_cli_estimators_lists_every_declaration() -> None:
     for name, declared in REGISTRY.items():
         assert [p["name"] for p in listed[name]["params"]] == list(declared.params)
         assert listed[name]["needs"] == sorted(declared.needs)
+
+
+@given(
+    st.lists(st.lists(st.booleans(), min_size=3, max_size=3), min_size=1, max_size=6),
+)
+def test_pass_at_k_is_the_share_of_k_subsets_with_a_success(outcomes: list[list[bool]]) -> None:
+    """pass@k by its definition, counted over every k-subset of a task's episodes."""
+    import itertools
+
+    from agentbench_rl.harness.stats import pass_at_k
+
+    frame = pd.DataFrame(
+        [
+            {"task_id": f"t{task}", "success": success}
+            for task, row in enumerate(outcomes)
+            for success in row
+        ]
+    )
+    figures = pass_at_k(frame)
+    for k in (1, 2, 3):
+        per_task = [
+            np.mean([any(subset) for subset in itertools.combinations(row, k)]) for row in outcomes
+        ]
+        assert figures[str(k)] == pytest.approx(float(np.mean(per_task)), abs=1e-6)

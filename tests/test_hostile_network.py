@@ -146,6 +146,7 @@ def test_a_redirect_is_never_played_as_the_answer() -> None:
             ServerError, match=r"answered 307 \(a redirect to http://elsewhere/v1\)"
         ):
             client.chat("m", "hello")
+        client.close()
 
 
 def test_a_deeply_nested_model_list_is_one_line() -> None:
@@ -184,6 +185,7 @@ def test_server_text_reaches_messages_without_control_characters() -> None:
         client = ChatClient(url, retries=0)
         with pytest.raises(ServerError) as refused:
             client.chat("m", "hello")
+        client.close()
     text = str(refused.value)
     assert text.isprintable() and "\\x1b]0;owned" in text
 

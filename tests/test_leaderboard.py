@@ -604,17 +604,19 @@ def test_markdown_board_ranks_entries_with_values_from_the_episodes(
     # lower bound = n / (n + z^2) = 200 / 203.8415 = 0.98115.
     # Every bootstrap resample of 200 successes has mean 1, so that interval is [100, 100].
     assert rows[0][6] == "100.0 \\[98.1, 100.0; bootstrap 100.0, 100.0\\]"
-    assert rows[0][10] == "1/1 seeds"
+    assert rows[0][7] == "—"  # pass@k: one seed, where it is the success rate
+    assert rows[0][11] == "1/1 seeds"
     episodes = episodes_of(base)
     success = 100 * success_mean_by_hand(episodes)
     # The random entry and the trained one share the episodes: equal success, tie broken by name.
     assert [row[1].split("](")[0] for row in rows[1:]] == ["[random (test)", "[tiny GiGPO (test)"]
     assert rows[1][6].startswith(f"{success:.1f} \\[")
     hard = episodes[episodes["category"] == "hard"]
-    assert rows[1][8] == f"{100 * success_mean_by_hand(hard):.1f}"
+    assert rows[1][9] == f"{100 * success_mean_by_hand(hard):.1f}"
     assert rows[2][2:5] == ["gigpo", "1.2M", "40 it. / 1,280 rollouts"]
-    assert rows[2][10] == "0/2 seeds; first it. 20, 10 ✓"
-    assert rows[2][11] == "test"
+    assert rows[2][7].endswith("(k=2)")
+    assert rows[2][11] == "0/2 seeds; first it. 20, 10 ✓"
+    assert rows[2][12] == "test"
 
 
 def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Path) -> None:

@@ -218,7 +218,7 @@ def test_without_vllm_the_engine_error_is_clear(policy: Policy) -> None:
     try:
         import vllm  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match=r"pip install 'agentbench-rl\[vllm\]'"):
+        with pytest.raises(ImportError, match=r'pip install -e "\.\[vllm\]"'):
             VLLMActor(policy)
     else:  # pragma: no cover - only where vLLM is installed
         pytest.skip("vLLM is installed here")

@@ -212,7 +212,8 @@ class ChatClient:
         self._host = parts.netloc
         self._prefix = parts.path
         self._local = threading.local()
-        self._open: set[http.client.HTTPConnection] = set()
+        self._open: set[http.client.HTTPConnection] = set()  # in an exchange now
+        self._made: list[http.client.HTTPConnection] = []  # one per thread that asked
         self._open_lock = threading.Lock()
 
     def _wait(self, seconds: float) -> None:
@@ -233,7 +234,23 @@ class ChatClient:
         kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         connection = kind(self._host, timeout=self.timeout)
         self._local.connection = connection
+        with self._open_lock:
+            self._made.append(connection)
         return connection, False
+
+    def close(self) -> None:
+        """Close every kept connection (each thread's); later requests open new ones."""
+        with self._open_lock:
+            made, self._made = self._made, []
+        for connection in made:
+            connection.close()
+        self._local = threading.local()
+
+    def _forget(self) -> None:
+        """Close this thread's kept connection, if any."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            self._drop(connection)
 
     def _drop(self, connection: http.client.HTTPConnection) -> None:
         connection.close()
@@ -327,11 +344,13 @@ class ChatClient:
                     return loads_strict(answer.body.decode("utf-8"))
                 except (UnicodeDecodeError, JSONProblem) as error:
                     reason = getattr(error, "reason", "not UTF-8 text")
+                    self._forget()  # a server that answers so is not kept talking to
                     raise ServerError(
                         f"{method} {url}: the answer is not JSON ({reason})"
                     ) from None
             if 300 <= answer.status < 400:
                 where = printable(answer.headers.get("location", "nowhere")[:200])
+                self._forget()
                 raise ServerError(
                     f"{method} {url} answered {answer.status} (a redirect to {where}); give the "
                     "agent the final URL"
@@ -340,6 +359,7 @@ class ChatClient:
             problem = f"HTTP {answer.status} {printable(answer.reason[:80])}: {text}"
             asked = retry_after(answer.headers.get("retry-after"))
             if answer.status not in RETRY_STATUS:
+                self._forget()
                 raise ServerError(f"{method} {url} failed with {problem}")
         raise ServerError(f"cannot reach {url} after {retries + 1} attempts (last: {problem})")
 

@@ -54,6 +54,10 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(table)
     method = summary["success"]["ci95_method"]
     console.print(f"95% CI: {method}; bootstrap: 95% interval over tasks", highlight=False)
+    passes = summary.get("pass_at_k", {})
+    if len(passes) > 1:  # with one seed pass@1 is the success rate above
+        shown = ", ".join(f"pass@{k} {_percent(value)}" for k, value in passes.items())
+        console.print(f"over seeds (unbiased estimator): {shown}", highlight=False)
     threshold = summary["threshold_95"]
     verdict = "every seed" if threshold["all_seeds"] else "not every seed"
     console.print(

@@ -217,6 +217,30 @@ def threshold_crossing(
     return ThresholdResult(threshold, budget, first, all(v is not None for v in first.values()))
 
 
+def pass_at_k(episodes: pd.DataFrame) -> dict[str, float]:
+    """pass@k over seeds for k = 1 .. the seeds every task was played with: the chance that at
+    least one of k of a task's episodes succeeds, by the unbiased estimator of Chen et al. 2021
+    (eq. 1), ``1 - C(n - c, k) / C(n, k)`` for a task of n episodes of which c succeeded, averaged
+    over tasks. pass@1 is the success rate.
+
+    Example:
+        >>> frame = pd.DataFrame({"task_id": ["a", "a", "b", "b"],
+        ...                       "success": [True, False, False, False]})
+        >>> pass_at_k(frame)  # task a: 1/2 and 1; task b: 0 and 0
+        {'1': 0.25, '2': 0.5}
+    """
+    by_task = episodes.groupby("task_id", sort=True)["success"].agg(["size", "sum"])
+    most = int(by_task["size"].min()) if len(by_task) else 0
+    figures = {}
+    for k in range(1, most + 1):
+        values = [
+            1.0 - (math.comb(int(n - c), k) / math.comb(int(n), k))
+            for n, c in zip(by_task["size"], by_task["sum"], strict=True)
+        ]
+        figures[str(k)] = round(float(np.mean(values)), 6)
+    return figures
+
+
 def summarize(episodes: pd.DataFrame) -> dict[str, Any]:
     """All figures of ``summary.json`` that come from the episodes alone.
 
@@ -226,6 +250,7 @@ def summarize(episodes: pd.DataFrame) -> dict[str, Any]:
         "n_episodes": len(episodes),
         "n_tasks": int(episodes["task_id"].nunique()),
         "success": metric_block(episodes, "success"),
+        "pass_at_k": pass_at_k(episodes),
         "score": metric_block(episodes, "score"),
         "mean_steps": round(float(episodes["steps"].mean()), 6),
         "mean_return": round(float(episodes["return"].mean()), 6),

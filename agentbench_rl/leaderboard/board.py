@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class Entry:
         threshold: the 95%-threshold criterion over the curves.
         bootstrap_ci95: the bootstrap interval of success over tasks.
         data: the data fingerprint and whether it is the pinned one (``None``: not recorded).
+        pass_at_k: pass@k over seeds for k = 1 .. the seeds (recomputed from the episodes).
     """
 
     submission_id: str
@@ -54,6 +55,7 @@ class Entry:
     threshold: ThresholdResult | None
     bootstrap_ci95: tuple[float, float] | None = None
     data: dict[str, Any] | None = None
+    pass_at_k: dict[str, float] = field(default_factory=dict)
 
     @property
     def trained_here(self) -> bool:
@@ -115,6 +117,7 @@ def entry_from(submission: ValidatedSubmission, identifier: str) -> Entry:
         threshold=submission.threshold,
         bootstrap_ci95=(float(boot_low), float(boot_high)),
         data=submission.data,
+        pass_at_k={k: float(v) for k, v in figures["pass_at_k"].items()},
     )
 
 

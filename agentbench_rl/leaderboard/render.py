@@ -57,7 +57,9 @@ INTRO = (
     "Wilson for a single seed); category columns: success per category (%). 95% threshold: how "
     "many seeds reached 95% success in the evaluation; where a submission carries training "
     "curves, also the first validation iteration at which each seed reached 95% (✓: every seed "
-    "did within the training budget).",
+    "did within the training budget). pass@k: the chance that at least one of k episodes of a "
+    "task succeeds, for k = the seeds, by the unbiased estimator (Chen et al. 2021, eq. 1), "
+    "averaged over tasks.",
     "Rows labelled reported quote numbers from papers, on the papers' own setups; they are not "
     "validated here and are not ranked with validated rows. † the paper is inferred from the "
     "method and `docs/estimators.md`, which does not name it; — the table is not recorded.",
@@ -176,6 +178,22 @@ def _category_cells(entry: Entry, categories: Sequence[str]) -> list[Cell]:
     ]
 
 
+def pass_text(entry: Entry) -> str:
+    """pass@k over the entry's k seeds (unbiased estimator), e.g. ``25.0 (k=3)``; ``—`` for one
+    seed, where it is the success rate.
+
+    Example:
+        >>> entry = type("E", (), {"pass_at_k": {"1": 0.1, "2": 0.15, "3": 0.25}})
+        >>> pass_text(entry)
+        '25.0 (k=3)'
+    """
+    passes = entry.pass_at_k
+    if len(passes) < 2:
+        return NONE
+    k = max(passes, key=int)
+    return f"{percent(passes[k])} (k={k})"
+
+
 def validated_table(board: Board) -> Table:
     """The ranked validated rows of one board (those trained here have their own table)."""
     categories = board.categories
@@ -192,6 +210,7 @@ def validated_table(board: Board) -> Table:
                 _plain(_budget(entry)),
                 _plain(", ".join(str(seed) for seed in sorted(metadata.seeds))),
                 _plain(success_text(entry)),
+                _plain(pass_text(entry)),
                 *_category_cells(entry, categories),
                 _plain(threshold_text(entry)),
                 _plain(metadata.code_version + data_text(entry)),
@@ -205,11 +224,12 @@ def validated_table(board: Board) -> Table:
         "training budget",
         "seeds",
         "success % [95% CI; bootstrap]",
+        "pass@k %",
         *categories,
         "95% threshold",
         "code version",
     )
-    align = ("r", "l", "l", "r", "l", "l", "r", *("r" for _ in categories), "l", "l")
+    align = ("r", "l", "l", "r", "l", "l", "r", "r", *("r" for _ in categories), "l", "l")
     ids = tuple(entry.submission_id for entry in entries)
     return Table("validated", headers, align, tuple(rows), ids)
 
