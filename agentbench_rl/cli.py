@@ -716,7 +716,7 @@ def leaderboard_init(
 ) -> None:
     """Write FOLDER/metadata.json from the run, with placeholders for you to complete."""
     from agentbench_rl.core.jsonfile import read_json
-    from agentbench_rl.leaderboard.schema import METADATA_FILE, metadata_template
+    from agentbench_rl.leaderboard.schema import FILL_IN, METADATA_FILE, metadata_template
 
     target = folder / METADATA_FILE
     try:
@@ -732,14 +732,22 @@ def leaderboard_init(
 
     from agentbench_rl.core.atomic import atomic_write_text
 
+    if summary.get("complete_split") is False:  # a --limit sample: no board takes it
+        sample = (
+            f"{folder} is a sample, not the whole split (eval --limit); validate refuses it: "
+            "rerun eval without --limit to submit"
+        )
+        console.print(f"[yellow]warning:[/] {escape(sample)}", highlight=False, soft_wrap=True)
     metadata = metadata_template(summary)
     given = {"name": name, "contact": contact, "url": url}
     metadata |= {key: value for key, value in given.items() if value is not None}
     atomic_write_text(target, json.dumps(metadata, indent=1) + "\n")
+    to_fill = [key for key, value in metadata.items() if str(value).startswith(FILL_IN)]
+    fields = f"fill in {', '.join(to_fill)}" if to_fill else "check it"
     console.print(
         escape(
-            f"wrote {target}: complete it (contact, name, url; estimator, training and "
-            f"parameters for a trained model), then run agentbench-rl leaderboard validate {folder}"
+            f"wrote {target}: {fields} (and estimator, training and parameters for a trained "
+            f"model), then run agentbench-rl leaderboard validate {folder}"
         ),
         highlight=False,
         soft_wrap=True,

@@ -82,12 +82,20 @@ def test_regular_files_under_the_root_are_served(base_url: str, board: Path) -> 
     assert status(f"{base_url}/{filed_path(board)}/episodes.csv") == 200
 
 
+def test_an_entry_link_opens_a_listing_of_its_own_files(base_url: str, board: Path) -> None:
+    """The board links each entry to its folder: that folder lists its regular files."""
+    with urllib.request.urlopen(f"{base_url}/{filed_path(board)}/") as response:
+        page = response.read().decode("utf-8")
+    assert 'href="episodes.csv"' in page and 'href="metadata.json"' in page
+    assert "leak" not in page  # the symlinks out of the root are not listed
+    assert status(f"{base_url}/{filed_path(board)}") != 200  # a listing only with its slash
+
+
 @pytest.mark.parametrize(
     "path",
     [
         "{filed}/leak.txt",  # a symlink to a file outside the root
         "{filed}/leak-dir/secret.txt",  # through a symlinked folder
-        "{filed}/",  # a listing
         "site/",
         "",
         ".hidden",

@@ -3,7 +3,7 @@
 Each env plays uniformly random admissible actions (the agent's own cost kept out of the
 figures: actions are drawn before the clock runs) over the tasks of its evaluation split. For
 Sokoban it also times the level generator, the solver and the full 500-level expert evaluation,
-the figures the foundation issue sets targets for.
+the figures the project sets targets for.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agentbench_rl.envs import ENVS, env_class, evaluation_split, make, resolve
 
 #: Envs whose steps cost milliseconds are timed over fewer steps (ALFWorld: ~50 ms a step).
 MAX_BENCH_STEPS = {"alfworld": 300}
-#: Sokoban targets from the foundation issue (per one core).
+#: The project's Sokoban targets (per one core).
 SOKOBAN_TARGETS = {
     "steps_per_s": 20_000,
     "generate_ms": 2.0,

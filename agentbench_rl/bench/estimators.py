@@ -44,7 +44,7 @@ QUICK_SIZES = (1_000, 10_000)
 
 @dataclass(frozen=True)
 class SpeedTarget:
-    """A figure the estimators issue set: ``estimator`` answers a batch of ``rows`` rows (with
+    """A target the project set: ``estimator`` answers a batch of ``rows`` rows (with
     hidden states of ``hidden_size`` when it needs them) in under ``seconds``."""
 
     estimator: str
@@ -53,7 +53,7 @@ class SpeedTarget:
     hidden_size: int | None = None
 
 
-# Configuration, not logic: the targets the estimators issue set, and the estimator the
+# Configuration, not logic: the project's targets, and the estimator the
 # per-row yardstick (:func:`gigpo_per_row`) writes out the way verl-agent does.
 SPEED_TARGETS = (
     SpeedTarget("gigpo", 100_000, 0.1),

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from agentbench_rl.envs.webshop.search import SearchIndex, product_document
 
-#: Targets from the WebShop issue (one core, 1k catalogue).
+#: The project's WebShop targets (one core, 1k catalogue).
 TARGETS = {"searches_per_s": 1_000.0, "steps_per_s": 2_000.0}
 SYNTHETIC_PRODUCTS = 100_000
 _VOCABULARY = 50_000

@@ -45,7 +45,17 @@ _LABEL_LENGTH = 32
 
 
 def _label(name: str) -> str:
-    return name if len(name) <= _LABEL_LENGTH else name[: _LABEL_LENGTH - 1] + "…"
+    """A name cut to :data:`_LABEL_LENGTH` in the middle: run names share their heads (the sweep
+    and cell) and differ at the end (estimator, seed), so the end is kept.
+
+    Example:
+        >>> _label("sokoban-tiny-cpu-campaign-gated_bepo seed 3")
+        'sokoban-ti…ign-gated_bepo seed 3'
+    """
+    if len(name) <= _LABEL_LENGTH:
+        return name
+    head = _LABEL_LENGTH // 3
+    return name[:head] + "…" + name[-(_LABEL_LENGTH - head - 1) :]
 
 
 @contextmanager
@@ -93,6 +103,21 @@ def success_plot(board: Board) -> bytes:
             ecolor="#333333",
             capsize=3,
         )
+        # a deterministic agent scores the same on every seed: its interval has no width, which
+        # the error bar alone cannot show, so it gets its own marker and a legend line
+        exact = [i for i, entry in enumerate(entries) if entry.ci95[0] == entry.ci95[1]]
+        if exact:
+            axes.plot(
+                [means[i] for i in exact],
+                [positions[i] for i in exact],
+                linestyle="none",
+                marker="D",
+                markersize=7,
+                markerfacecolor="white",
+                markeredgecolor=COLOURS[0],
+                label="zero-width interval (the same success on every seed)",
+            )
+            axes.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.04), frameon=False)
         axes.set_yticks(positions, [_label(entry.metadata.name) for entry in entries])
         lows = [100 * entry.ci95[0] for entry in entries]
         highs = [100 * entry.ci95[1] for entry in entries]
@@ -113,7 +138,7 @@ def category_plot(board: Board) -> bytes | None:
         return None
     with _fixed_style():
         categories = board.categories
-        figure = _figure(3.0)
+        figure = _figure(3.0 + (1.2 if max(map(len, categories)) > 12 else 0.0))
         axes = figure.add_subplot()
         width = 0.8 / len(entries)
         for index, entry in enumerate(entries):
@@ -126,7 +151,15 @@ def category_plot(board: Board) -> bytes | None:
                 color=COLOURS[index % len(COLOURS)],
                 label=_label(entry.metadata.name),
             )
-        axes.set_xticks(range(len(categories)), categories)
+        # long category names (ALFWorld's run to 30 characters) slant instead of overlapping
+        slanted = max(len(category) for category in categories) * len(categories) > 60
+        axes.set_xticks(
+            range(len(categories)),
+            categories,
+            rotation=30 if slanted else 0,
+            ha="right" if slanted else "center",
+            rotation_mode="anchor",
+        )
         axes.set_ylim(0, 105)
         axes.set_ylabel("success (%)")
         axes.set_title(f"{board.env} / {board.split}: success per category")

@@ -120,10 +120,14 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
         >>> try:
         ...     resolve_data_dir("/nonexistent/webshop")
         ... except DataMissingError as error:
-        ...     print(str(error)[:55])
-        webshop: data folder /nonexistent/webshop not found (pa
+        ...     print(str(error)[:59])
+        webshop: data folder /nonexistent/webshop not found (instal
     """
-    hint = f"pass data_dir=... or set ${DATA_ENV_VAR} to the folder with {CATALOGUE_FILES['1k'][0]}"
+    hint = (
+        f"install the files WebShop's setup.sh downloads with `agentbench-rl data install webshop "
+        f"--source FOLDER_OR_URL --data-dir DIR`, then set ${DATA_ENV_VAR}=DIR or pass "
+        f"`--env-option data_dir=DIR` (the folder with {CATALOGUE_FILES['1k'][0]})"
+    )
     if data_dir is None:
         data_dir = os.environ.get(DATA_ENV_VAR) or None
         if data_dir is None:

@@ -147,7 +147,7 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
     if config.env == "visual_sokoban":
         raise ValueError(
             "engine verl sends text prompts only; visual_sokoban's images would be dropped "
-            "(vision-language policies are issue #16)"
+            "(train vision-language policies with the home trainer)"
         )
     if config.action_mode != "generate":
         raise ValueError("engine verl samples free text: use action_mode generate")
