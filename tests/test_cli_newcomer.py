@@ -266,3 +266,22 @@ def test_an_unreachable_server_is_said_within_seconds(tmp_path: Path) -> None:
                  cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2 and "cannot reach" in result.stderr
     assert time.monotonic() - began < 10  # the backoff of five retries took 16.6 s
+
+
+@pytest.mark.parametrize("command", ["train --config", "sweep"])
+def test_a_gpu_config_without_its_extras_is_one_line_and_leaves_nothing(
+    tmp_path: Path, command: str
+) -> None:
+    config = str(REPO_ROOT / "baselines" / "alfworld-qwen2.5-1.5b.yaml")
+    args = [*command.split(), config, "--out", str(tmp_path / "out")]
+    began = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE, "vllm", *args],
+        cwd=tmp_path, env=ENV, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "engine vllm needs vllm" in lines[0]
+    assert 'pip install -e ".[vllm]"' in lines[0]
+    assert time.monotonic() - began < 30  # no model download was tried (it retried for 50 s)
+    assert not (tmp_path / "out").exists()

@@ -261,7 +261,14 @@ def test_a_failed_start_leaves_nothing_that_blocks_the_retry(
         patch.setattr(ppo, "initial_policy", broken)
         with pytest.raises(ValueError, match="the model cannot load"):
             ppo.train(config_from_dict(SETTINGS), run)
-    assert not RunFolder(run).holds_run()
+    assert not run.exists()  # the folder it made is gone
+    run.mkdir()
+    (run / "notes.txt").write_text("the user's")
+    with monkeypatch.context() as patch:
+        patch.setattr(ppo, "initial_policy", broken)
+        with pytest.raises(ValueError, match="the model cannot load"):
+            ppo.train(config_from_dict(SETTINGS), run)
+    assert sorted(p.name for p in run.iterdir()) == ["notes.txt"]  # only the user's file stays
     rows = ppo.train(config_from_dict(SETTINGS), run)  # no --resume needed
     assert [row["iteration"] for row in rows] == [0, 1, 2]
 

@@ -33,6 +33,7 @@ counted twice:
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,16 @@ REFERENCE = "reference"
 VALIDATION = "val"
 VALIDATION_POLICY = "val-policy"
 TENSORBOARD = "tensorboard"
+_LAYOUT = (
+    CONFIG_FILE,
+    METRICS_FILE,
+    DONE_FILE,
+    CHECKPOINT,
+    REFERENCE,
+    VALIDATION,
+    VALIDATION_POLICY,
+    TENSORBOARD,
+)
 #: A checkpoint folder: the policy's weights, the optimiser, every RNG state, the record.
 POLICY, OPTIMIZER, RNG, STATE = "policy", "optimizer.pt", "rng.pt", "state.json"
 #: Where a checkpoint is written before it is swapped in, and where the old one waits meanwhile.
@@ -198,6 +209,22 @@ class RunFolder:
     def validation(self, iteration: int) -> Path:
         """The results folder of the validation after ``iteration``."""
         return self.path / VALIDATION / f"iter-{iteration:04d}"
+
+    def remove_start(self, made_folder: bool) -> None:
+        """Remove what a start that failed before its first metrics row wrote (rule 2: such a
+        folder holds no run): the whole folder when the start made it, else the layout's files
+        in it (never a file the layout does not name)."""
+        if self.holds_run():
+            return
+        if made_folder:
+            shutil.rmtree(self.path, ignore_errors=True)
+            return
+        for name in (*_LAYOUT, NEW_CHECKPOINT, OLD_CHECKPOINT):
+            path = self.path / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ the metrics journal
     def read_metrics(self) -> Metrics:

@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import difflib
 import math
+import os
 import types
 import typing
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ import yaml
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.estimators.common import ADVANTAGE_NORMS
+from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 
@@ -214,6 +216,32 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
 
+    def check_installed(self) -> None:
+        """Refuse, in one line naming the extra, a run whose engine or backend is not installed
+        here, and a Hugging Face model that is neither a local folder nor in the local cache
+        when the hub is switched off (``HF_HUB_OFFLINE``): before any work or download."""
+        needs = {
+            "engine vllm": ("vllm", self.engine == "vllm"),
+            "backend ray": ("ray", self.backend == "ray"),
+        }
+        for what, (extra, used) in needs.items():
+            if used and missing_modules((extra,)):
+                raise ImportError(
+                    f"{what} needs {extra}, which is not installed: {install_hint(extra)}"
+                )
+        if self.model in ("tiny", "tiny-vl") or Path(self.model).expanduser().is_dir():
+            return
+        from huggingface_hub import try_to_load_from_cache
+
+        if isinstance(try_to_load_from_cache(self.model, "config.json"), str):
+            return
+        where = f"model {self.model} is neither a local folder nor in the Hugging Face cache"
+        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+            raise ValueError(f"{where}, and HF_HUB_OFFLINE is set: download it or give its folder")
+        reachable, reason = _hub_reachable()
+        if not reachable:  # one quick look, instead of the loader's minute of retries
+            raise ValueError(f"{where}, and the hub cannot be reached ({reason})")
+
     def prompt_config(self) -> PromptConfig:
         """The prompt settings the policy is trained (and evaluated) with."""
         mode = typing.cast(typing.Any, self.action_mode)
@@ -315,6 +343,23 @@ class TrainConfig:
             ['bc.epochs', 'seed']
         """
         return _differences(self.identity(), other.identity())
+
+
+def _hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:
+    """Whether the Hugging Face hub answers at all within ``timeout`` (any HTTP answer counts:
+    a gated model's 401 still means the hub is there), and why not."""
+    import urllib.error
+    import urllib.request
+
+    from huggingface_hub import constants
+
+    try:
+        urllib.request.urlopen(constants.ENDPOINT, timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return True, ""
+    except (OSError, ValueError) as error:
+        return False, str(getattr(error, "reason", error))
+    return True, ""
 
 
 def _numbers(instance: Any, prefix: str = "") -> list[tuple[str, float]]:

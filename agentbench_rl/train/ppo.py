@@ -648,9 +648,15 @@ def train(
     config.validate()
     if config.engine == "vllm" and config.action_mode != "generate":
         raise ValueError("engine vllm samples free text: use action_mode generate")
+    config.check_installed()
     run = RunFolder(out)
-    with run.lock():  # one process trains a run folder (a second stops, naming the holder)
-        return _train(config, run, resume, console)
+    made_folder = not run.path.exists()
+    try:
+        with run.lock():  # one process trains a run folder (a second stops, naming the holder)
+            return _train(config, run, resume, console)
+    except BaseException:
+        run.remove_start(made_folder)  # a start that failed leaves nothing behind
+        raise
 
 
 def _train(

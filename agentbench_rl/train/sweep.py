@@ -168,16 +168,22 @@ def run_sweep(
     """
     if runner not in ("auto", "ray", "sequential"):
         raise ValueError(f"runner '{runner}' (choose from auto, ray, sequential)")
+    runs = sweep.runs(overrides)
+    # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
+    # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
+    todo = sorted((run for run in runs if not run.finished), key=lambda run: run.seed)
+    checked = set()
+    for run in todo:  # what the runs need is installed, before the first one starts
+        needs = (run.config.engine, run.config.backend, run.config.model)
+        if needs not in checked:
+            run.config.check_installed()
+            checked.add(needs)
     if sweep.out.exists() and not sweep.out.is_dir():
         raise ValueError(f"--out {sweep.out} is a file, not a folder for the sweep's runs")
     try:
         sweep.out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ValueError(f"--out {sweep.out} cannot be made ({error.strerror or error})") from None
-    runs = sweep.runs(overrides)
-    # Seed-major: every cell of the first seed before any of the next, so a sweep stopped part
-    # way holds complete pairs (same seed, every estimator) rather than all seeds of a few cells.
-    todo = sorted((run for run in runs if not run.finished), key=lambda run: run.seed)
     console = console or Console(stderr=True)
     console.print(f"sweep {sweep.name}: {len(runs)} runs, {len(runs) - len(todo)} finished")
     use_ray = runner == "ray"
