@@ -332,6 +332,9 @@ def verl_export_command(
         from agentbench_rl.integrations.verl.launcher import hf_checkpoint
 
         folder = hf_checkpoint(run, step)
+    except ImportError as problem:
+        _fail(f"verl-export needs the verl extra ({problem}): {install_hint('verl')}")
+        return
     except (FileNotFoundError, RuntimeError) as problem:
         _fail(str(problem))
         return
@@ -477,6 +480,7 @@ def bench_learning(
     from agentbench_rl.bench.learning.bench import run as run_learning
 
     try:
+        require("plot", "bench learning (it plots the curves)")
         run_learning(
             mdp,
             estimator,
@@ -487,7 +491,7 @@ def bench_learning(
             workers=workers,
             params=param or [],
         )
-    except ValueError as problem:
+    except (ValueError, ImportError) as problem:
         _fail(str(problem))
 
 
@@ -507,9 +511,10 @@ def bench_eval(
 ) -> None:
     """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""
     try:
+        require("train", "bench eval")
         from agentbench_rl.bench.eval import run as run_eval
     except ImportError as problem:
-        _fail(f"{problem}; {install_hint('train')}")
+        _fail(str(problem))
         return
     try:
         run_eval(

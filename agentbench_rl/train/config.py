@@ -21,8 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.estimators.common import ADVANTAGE_NORMS
@@ -478,6 +476,8 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
         >>> config.bc.epochs, config.estimator_params, config.val_limit, config.learning_rate
         (3, {'omega': 0.5}, None, 0.0001)
     """
+    import yaml  # the train extra's; imported here so the config's defaults need no extra
+
     for override in overrides:
         key, sep, text = override.partition("=")
         if not sep or not key:
@@ -539,6 +539,8 @@ def read_yaml_mapping(path: Path, what: str = "config file") -> dict[str, Any]:
         ...     print(str(error).split(path.parent.name)[-1])
         /c.yaml is not valid YAML (line 1, column 9: expected ',' or ']', but got '<stream end>')
     """
+    import yaml
+
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{what} {path} not found")
@@ -587,4 +589,6 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> TrainConfig
 
 def dump_config(config: TrainConfig) -> str:
     """The config as YAML text (sorted keys)."""
+    import yaml
+
     return yaml.safe_dump(config.to_dict(), sort_keys=True)

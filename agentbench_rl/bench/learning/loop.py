@@ -21,11 +21,11 @@ workers or the order jobs run in.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import yaml
 
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.mdp import FiniteMDP, HiddenFeatures, exact_success, softmax
@@ -52,14 +52,23 @@ class EstimatorSpec:
 
     @classmethod
     def parse(cls, text: str) -> EstimatorSpec:
-        """``name`` or ``name:key=value,key=value`` (values read as YAML scalars)."""
+        """``name`` or ``name:key=value,key=value`` (values read as JSON where they parse, as
+        numbers, booleans and null, else kept as text: the testbed needs no YAML library).
+
+        Example:
+            >>> EstimatorSpec.parse("gigpo:anchor=state,omega=0.5").params
+            {'anchor': 'state', 'omega': 0.5}
+        """
         name, _, rest = text.partition(":")
         params: dict[str, Any] = {}
         for item in filter(None, rest.split(",")):
             key, equals, value = item.partition("=")
             if not equals or not key:
                 raise ValueError(f"estimator '{text}': expected name:key=value,..., got '{item}'")
-            params[key.strip()] = yaml.safe_load(value)
+            try:
+                params[key.strip()] = json.loads(value)
+            except json.JSONDecodeError:
+                params[key.strip()] = value.strip()
         return cls(text, name.strip(), params)
 
 
