@@ -84,3 +84,30 @@ def test_validations_and_checkpoints_record_the_weights(tmp_path: Path) -> None:
     state = json.loads((tmp_path / "run" / "checkpoint" / "state.json").read_text())
     assert state["iteration"] == 2 and state["weights"] == prints[2]
     assert state["versions"] == record["versions"]
+
+
+def test_a_built_package_records_its_commit(tmp_path: Path) -> None:
+    """``pip install .`` (a wheel) is no checkout: its results name the commit it was built from."""
+    import subprocess
+    import sys
+    import zipfile
+
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    repo = Path(__file__).resolve().parents[1]
+    built = subprocess.run(
+        [*pip_wheel, str(repo), "-q", "-w", str(tmp_path / "wheel")],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    [wheel] = (tmp_path / "wheel").glob("*.whl")
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    shown = subprocess.run(
+        [sys.executable, "-c", "from agentbench_rl.harness.provenance import package_revision;"
+         "print(package_revision()['git_commit'])"],
+        cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert shown.stdout.strip() == head, shown.stderr

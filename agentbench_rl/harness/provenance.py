@@ -8,6 +8,7 @@ from uncommitted code says so.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -30,18 +31,24 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
+#: What a built package (``pip install .``, a wheel) records of its source: ``setup.py`` writes
+#: the commit it was built from and whether the tree was dirty.
+BUILD_RECORD = "_build.json"
+
+
 def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
     """The commit of the repository the package's source lives in, and whether its tracked
-    files differ from that commit; both ``None`` when the package is not a checkout of its own
-    repository (an installed wheel, or a copy inside some other repository, such as a
-    virtual environment in the user's project, whose commit says nothing about this code).
+    files differ from that commit. A package that is not a checkout of its own repository (an
+    installed wheel, or a copy inside some other repository, such as a virtual environment in
+    the user's project, whose commit says nothing about this code) gives what its build
+    recorded (:data:`BUILD_RECORD`), or ``None`` for both when nothing was recorded.
 
     Example:
         >>> sorted(package_revision())
         ['git_commit', 'git_dirty']
     """
-    unknown: dict[str, Any] = {"git_commit": None, "git_dirty": None}
     package_dir = Path(package_dir).resolve()
+    unknown = _build_record(package_dir)
     top = _git(["rev-parse", "--show-toplevel"], package_dir)
     if top is None or Path(top).resolve() != package_dir.parent:
         return unknown
@@ -51,6 +58,21 @@ def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
         return unknown
     status = _git(["status", "--porcelain", "--untracked-files=no"], package_dir.parent)
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+def _build_record(package_dir: Path) -> dict[str, Any]:
+    """The commit a built package recorded (both ``None`` when none was, or it is unreadable)."""
+    try:
+        record = json.loads((package_dir / BUILD_RECORD).read_text("utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    commit, dirty = record.get("git_commit"), record.get("git_dirty")
+    valid = isinstance(commit, str) and len(commit) == 40 and isinstance(dirty, bool | None)
+    return (
+        {"git_commit": commit, "git_dirty": dirty}
+        if valid
+        else {"git_commit": None, "git_dirty": None}
+    )
 
 
 def library_versions() -> dict[str, str | None]:

@@ -146,6 +146,19 @@ def success_text(entry: Entry) -> str:
     return text + "]"
 
 
+def code_text(code_version: str) -> str:
+    """The code version, saying so where this package's version names no commit (a run of an
+    install whose build recorded none).
+
+    Example:
+        >>> code_text("agentbench-rl 0.1.0"), code_text("agentbench-rl 0.1.0@4165227efdfa")
+        ('agentbench-rl 0.1.0 (commit not recorded)', 'agentbench-rl 0.1.0@4165227efdfa')
+    """
+    if code_version.startswith("agentbench-rl ") and "@" not in code_version:
+        return f"{code_version} (commit not recorded)"
+    return code_version
+
+
 def data_text(entry: Entry) -> str:
     """``; data pinned`` or ``; data modified <fingerprint>`` (empty when not recorded)."""
     if entry.data is None:
@@ -213,7 +226,7 @@ def validated_table(board: Board) -> Table:
                 _plain(pass_text(entry)),
                 *_category_cells(entry, categories),
                 _plain(threshold_text(entry)),
-                _plain(metadata.code_version + data_text(entry)),
+                _plain(code_text(metadata.code_version) + data_text(entry)),
             )
         )
     headers = (
