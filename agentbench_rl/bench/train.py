@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agentbench_rl.progress import progress_display
 from agentbench_rl.train.config import TrainConfig, load_config
 
 #: Configuration, not logic: the estimator whose extra cost ``bench train`` measures unless
@@ -264,17 +264,9 @@ def run(
             console.print(table)
             console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
         return compared
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        disable=console is None,
-        transient=True,
-    ) as progress:
+    with progress_display(console) as progress:
         bar = progress.add_task(
-            "building the model (tokenizer, behaviour cloning)", total=steps(repeats)
+            "building the model (tokenizer, behaviour cloning)", total=steps(repeats), every=1
         )
 
         def advance(what: str) -> None:

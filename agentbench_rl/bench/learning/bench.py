@@ -23,7 +23,6 @@ import numpy as np
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from agentbench_rl.bench.learning.family import FAMILY
@@ -44,6 +43,7 @@ from agentbench_rl.bench.learning.report import (
 )
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.estimators.registry import resolve
+from agentbench_rl.progress import progress_display
 
 
 def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[EstimatorSpec]:
@@ -162,16 +162,8 @@ def run(
                 pending.append((mdp_name, spec, seed_list, config, path))
     if results:
         console.print(f"resuming: {len(results)} of {len(results) + len(pending)} jobs done")
-    progress = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task("learning jobs", total=len(pending))
+    with progress_display(console) as progress:
+        task = progress.add_task("learning jobs", total=len(pending), every=1)
         if workers == 1:
             for job in pending:
                 mdp_name, label, result = _run_and_store(*job)
