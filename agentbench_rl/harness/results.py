@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
+from agentbench_rl.extras import install_hint
 
 
 def write_episodes(episodes: pd.DataFrame, path: Path) -> None:
@@ -21,7 +22,7 @@ def write_episodes(episodes: pd.DataFrame, path: Path) -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        raise ValueError("Parquet output needs pyarrow: pip install pyarrow") from None
+        raise ValueError(f"Parquet output needs pyarrow: {install_hint('parquet')}") from None
     buffer = episodes.to_parquet(index=False)
     assert buffer is not None
     atomic_write_bytes(path, buffer)

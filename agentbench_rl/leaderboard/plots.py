@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from agentbench_rl.extras import install_hint
 from agentbench_rl.leaderboard.board import Board
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _fixed_style() -> Iterator[None]:
         import matplotlib
         from matplotlib import style
     except ImportError:
-        raise ValueError("rendering the boards needs matplotlib: pip install matplotlib") from None
+        raise ValueError(f"rendering the boards needs matplotlib: {install_hint('plot')}") from None
     with style.context("default"), matplotlib.rc_context(_FIXED_STYLE):
         yield
 

@@ -36,6 +36,7 @@ import pandas as pd
 
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import ENVS, env_class
+from agentbench_rl.extras import install_hint
 from agentbench_rl.harness.evaluate import CONFIG, EPISODE_COLUMNS, SUMMARY
 from agentbench_rl.harness.stats import ThresholdResult, summarize, threshold_crossing
 from agentbench_rl.leaderboard.curves import Curves, curve_files, read_curves
@@ -329,7 +330,9 @@ def read_episode_table(path: Path) -> pd.DataFrame:
             return pd.read_csv(path, dtype={"task_id": str, "category": str}, keep_default_na=False)
         return pd.read_parquet(path)
     except ImportError:
-        raise SubmissionError("episodes.parquet needs pyarrow: pip install pyarrow") from None
+        raise SubmissionError(
+            f"episodes.parquet needs pyarrow: {install_hint('parquet')}"
+        ) from None
     except (ValueError, UnicodeDecodeError, OSError) as error:
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise SubmissionError(f"{path.name} cannot be read as a table ({reason})") from None

@@ -214,7 +214,7 @@ class RunFolder:
         """Remove what a start that failed before its first metrics row wrote (rule 2: such a
         folder holds no run): the whole folder when the start made it, else the layout's files
         in it (never a file the layout does not name)."""
-        if self.holds_run():
+        if not self.path.is_dir() or self.holds_run():
             return
         if made_folder:
             shutil.rmtree(self.path, ignore_errors=True)
