@@ -15,6 +15,7 @@ own task runner (verl's ``TaskRunnerV1`` with the trainer class swapped).
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -164,8 +165,14 @@ def train_verl(
     from verl.trainer.main_ppo import run_ppo
     from verl.utils.device import auto_set_device
 
+    made_folder = not Path(out).exists()
     with RunFolder(out).lock():  # one process trains a run folder
-        verl_config = prepare_run(config, out, verl_extra, resume)
+        try:
+            verl_config = prepare_run(config, out, verl_extra, resume)
+        except BaseException:
+            if made_folder:  # a start refused before any work leaves nothing behind
+                shutil.rmtree(out, ignore_errors=True)
+            raise
         auto_set_device(verl_config)
         run_ppo(verl_config, task_runner_class=task_runner_class())
     return Path(out)
