@@ -1,4 +1,5 @@
-"""Every shell and Python snippet of README.md and the env cards runs, verbatim.
+"""Every shell and Python snippet of README.md, the pages of docs/ and the env cards runs,
+verbatim.
 
 Each doc is played like a newcomer would, top to bottom in one fresh working directory:
 ``# my_module.py`` blocks are written as that file, the other Python blocks run in order in one
@@ -28,6 +29,12 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOCS = (
     "README.md",
+    "docs/environments.md",
+    "docs/evaluation.md",
+    "docs/estimators-in-use.md",
+    "docs/training.md",
+    "docs/leaderboards.md",
+    "docs/benchmarks.md",
     "envs/alfworld/README.md",
     "envs/sokoban/README.md",
     "envs/textcraft/README.md",
