@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentbench_rl.agents.prompting import HistoryStep, build_prompt
+from agentbench_rl.prompting import HistoryStep, build_prompt
 from agentbench_rl.envs.textcraft.env import TextCraftEnv
 from agentbench_rl.train import ppo
 from agentbench_rl.train.config import TrainConfig, load_config

@@ -14,12 +14,13 @@ torch.set_num_threads(1)
 
 from agentbench_rl.agents import load_agent  # noqa: E402
 from agentbench_rl.agents.hf import HFAgent, parse_spec  # noqa: E402
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig  # noqa: E402
 from agentbench_rl.cli import main  # noqa: E402
 from agentbench_rl.harness.agent_errors import AgentError  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
 from agentbench_rl.models.policy import POLICY_FILE, Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.prompting import HistoryStep, PromptConfig  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 
 SMALL = TinyModelConfig(
     hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
@@ -29,7 +30,9 @@ SMALL = TinyModelConfig(
 @pytest.fixture(scope="module")
 def saved_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
-    model, tokenizer = build_tiny("sokoban", {}, prompt, SMALL, seed=0)
+    model, tokenizer = build_tiny(
+        tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0
+    )
     folder = tmp_path_factory.mktemp("policy")
     Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=5).save(folder)
     return folder

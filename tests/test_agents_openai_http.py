@@ -27,10 +27,11 @@ from agentbench_rl.agents.openai_http import (  # noqa: E402
     ServerError,
     parse_spec,
 )
-from agentbench_rl.agents.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 
 MAX_REQUESTS = 200  # the server refuses more than this (a bounded test)
 
@@ -116,7 +117,9 @@ def tiny_policy() -> Policy:
     small = TinyModelConfig(
         hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
     )
-    model, tokenizer = build_tiny("sokoban", {}, prompt, small, seed=0)
+    model, tokenizer = build_tiny(
+        tokenizer_texts("sokoban", {}, prompt, small.tokenizer_episodes, 0), small, 0
+    )
     return Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=6)
 
 

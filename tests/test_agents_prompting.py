@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentbench_rl.agents.prompting import (
+from agentbench_rl.prompting import (
     HistoryStep,
     PromptConfig,
     build_prompt,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentbench_rl.agents.prompting import HistoryStep, observation_text
 from agentbench_rl.agents.simple import CallableAgent, RandomAgent
 from agentbench_rl.envs import make
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate, run_episode
+from agentbench_rl.prompting import HistoryStep, observation_text
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
     Lockstep,
@@ -62,7 +62,7 @@ def test_tokenizer_corpus_reads_the_text_the_policy_reads() -> None:
 
 
 def _prompt() -> Any:
-    from agentbench_rl.agents.prompting import PromptConfig
+    from agentbench_rl.prompting import PromptConfig
 
     return PromptConfig(history=2, history_observations=True)
 

@@ -28,8 +28,8 @@ from agentbench_rl.agents.openai_http import (
     OpenAIAgent,
     ServerError,
 )
-from agentbench_rl.agents.prompting import format_ok
 from agentbench_rl.core.text import printable
+from agentbench_rl.prompting import format_ok
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODELS = b'{"data": [{"id": "m"}]}'

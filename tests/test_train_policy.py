@@ -13,12 +13,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
-from agentbench_rl.agents.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.envs import make  # noqa: E402
 from agentbench_rl.models.policy import Policy, pack, response_logprobs  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny, build_tokenizer  # noqa: E402
+from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.rollout.batched import rollout_groups  # noqa: E402
 from agentbench_rl.rollout.group import GroupEnv, rollout_group  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 from agentbench_rl.rollout.workers import LocalEnvPool  # noqa: E402
 from agentbench_rl.train.bc import ExpertRow, behaviour_cloning, expert_rows, target_ids  # noqa: E402
 from agentbench_rl.train.config import BCConfig  # noqa: E402
@@ -32,7 +33,7 @@ SMALL = TinyModelConfig(
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, Any]:
     prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
-    return build_tiny("sokoban", {}, prompt, SMALL, seed=0)
+    return build_tiny(tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0)
 
 
 def make_policy(tiny: tuple[Any, Any], mode: str = "choose", **kwargs: Any) -> Policy:
@@ -155,9 +156,9 @@ def test_hidden_layer_out_of_range_is_refused(tiny: tuple[Any, Any]) -> None:
 
 
 def test_behaviour_cloning_raises_the_experts_likelihood() -> None:
-    model, tokenizer = build_tiny(
-        "sokoban", {}, PromptConfig(mode="choose", instruction=""), SMALL, seed=3
-    )
+    prompt = PromptConfig(mode="choose", instruction="")
+    texts = tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 3)
+    model, tokenizer = build_tiny(texts, SMALL, 3)
     policy = Policy(model, tokenizer, PromptConfig(mode="choose", instruction=""), hidden_layer=1)
     rows = expert_rows("sokoban", {}, policy.prompt, episodes=2, seed=0)
     assert rows and all(row.action in MOVES for row in rows)

@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
-from agentbench_rl.agents.prompting import PromptConfig  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig, build_tiny  # noqa: E402
 from agentbench_rl.models.vision import build_tiny_vl  # noqa: E402
@@ -23,6 +22,8 @@ from agentbench_rl.models.vllm_engine import (  # noqa: E402
     sampling_kwargs,
     weight_items,
 )
+from agentbench_rl.prompting import PromptConfig  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 
 SMALL = TinyModelConfig(
     hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
@@ -32,7 +33,9 @@ SMALL = TinyModelConfig(
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     prompt = PromptConfig(mode="generate", history_observations=False, instruction="")
-    model, tokenizer = build_tiny("sokoban", {}, prompt, SMALL, seed=0)
+    model, tokenizer = build_tiny(
+        tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0
+    )
     return Policy(model, tokenizer, prompt, hidden_layer=1, temperature=0.8, max_new_tokens=7)
 
 
@@ -180,14 +183,16 @@ def test_vision_language_rows_ban_the_vision_tokens() -> None:
     """vLLM encodes each ``bad_words`` string with the model's tokenizer and masks the result:
     each must encode to exactly one of the four vision placeholder ids, and together they must
     cover all four (a sampled ``<|image_pad|>`` breaks the training forward's M-RoPE)."""
-    from agentbench_rl.agents.prompting import build_prompt
     from agentbench_rl.envs import make
+    from agentbench_rl.prompting import build_prompt
 
     prompt = PromptConfig(mode="generate", history_observations=False, instruction="")
     tiny = TinyVLConfig(
         hidden_size=32, layers=1, vision_depth=1, vision_hidden_size=16, tokenizer_episodes=2
     )
-    model, tokenizer, processor = build_tiny_vl("visual_sokoban", {}, prompt, tiny, seed=0)
+    model, tokenizer, processor = build_tiny_vl(
+        tokenizer_texts("visual_sokoban", {}, prompt, tiny.tokenizer_episodes, 0), tiny, 0
+    )
     policy = Policy(model, tokenizer, prompt, max_new_tokens=7, image_processor=processor)
     engines: list[FakeLLM] = []
 

@@ -30,14 +30,16 @@ from omegaconf import OmegaConf  # noqa: E402
 from test_agents_openai_http import TinyChatServer, serve  # noqa: E402
 
 from agentbench_rl.agents.openai_http import ChatClient  # noqa: E402
-from agentbench_rl.agents.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.core.batch import StepBatch  # noqa: E402
 from agentbench_rl.estimators import REGISTRY, compute  # noqa: E402
-from agentbench_rl.integrations.verl.advantages import RECORD_KEY, training_reward  # noqa: E402
+from agentbench_rl.integrations.verl.advantages import RECORD_KEY  # noqa: E402
 from agentbench_rl.integrations.verl.config import VerlSettings, read_settings  # noqa: E402
 from agentbench_rl.integrations.verl.launcher import prepare_run  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
+from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
+from agentbench_rl.rollout.batched import training_reward  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 from agentbench_rl.train.config import TrainConfig  # noqa: E402
 
 SUPPORTED = [name for name in REGISTRY if name != "bipace"]
@@ -230,7 +232,9 @@ def tiny() -> Policy:
     small = TinyModelConfig(
         hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
     )
-    model, tokenizer = build_tiny("sokoban", {}, prompt, small, seed=0)
+    model, tokenizer = build_tiny(
+        tokenizer_texts("sokoban", {}, prompt, small.tokenizer_episodes, 0), small, 0
+    )
     tokenizer.chat_template = CHAT_TEMPLATE
     return Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=6)
 

@@ -19,7 +19,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
-from agentbench_rl.agents.prompting import Prompt, PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.envs import make  # noqa: E402
 from agentbench_rl.envs.sokoban.render import render_image  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
@@ -39,6 +38,8 @@ from agentbench_rl.models.vision import (  # noqa: E402
     vision_token_ids,
     vllm_prompt,
 )
+from agentbench_rl.prompting import Prompt, PromptConfig, build_prompt  # noqa: E402
+from agentbench_rl.rollout.scripted import tokenizer_texts  # noqa: E402
 
 SMALL = TinyVLConfig(
     hidden_size=32,
@@ -57,7 +58,9 @@ CHOOSE = PromptConfig(mode="choose", history_observations=False, instruction="")
 
 @pytest.fixture(scope="module")
 def tiny_vl() -> tuple[Any, Any, Any]:
-    return build_tiny_vl("visual_sokoban", {}, CHOOSE, SMALL, seed=0)
+    return build_tiny_vl(
+        tokenizer_texts("visual_sokoban", {}, CHOOSE, SMALL.tokenizer_episodes, 0), SMALL, 0
+    )
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig, build_prompt
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.prompting import HistoryStep, PromptConfig, build_prompt
 
 
 @runtime_checkable
@@ -104,7 +104,7 @@ class PromptingBatchAgent:
         histories: Sequence[Sequence[HistoryStep]],
         config: PromptConfig,
     ) -> list[str]:
-        """Every row's prompt (:func:`~agentbench_rl.agents.prompting.build_prompt`)."""
+        """Every row's prompt (:func:`~agentbench_rl.prompting.build_prompt`)."""
         return [
             build_prompt(
                 self._env_names[row], observation, history, info["admissible_actions"], config

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl
 
-from agentbench_rl.agents.prompting import ACTION_MODES
-from agentbench_rl.models.agent import PolicyAgent
+from agentbench_rl.agents.policy import PolicyAgent
+from agentbench_rl.prompting import ACTION_MODES
 
 OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype", "engine")
 ENGINES = ("hf", "vllm")
@@ -50,7 +50,7 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 class HFAgent(PolicyAgent):
     """A causal LM answering each step's prompt (see the module docstring for the spec); the
-    playing itself is :class:`~agentbench_rl.models.agent.PolicyAgent`'s."""
+    playing itself is :class:`~agentbench_rl.agents.policy.PolicyAgent`'s."""
 
     def __init__(self, spec: str) -> None:
         self.target, self.options = parse_spec(spec)

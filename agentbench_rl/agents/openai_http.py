@@ -1,7 +1,7 @@
 """``openai:<base_url>#<model>``: any OpenAI-compatible chat server as a harness agent.
 
 ``vllm serve``, most hosted models and many local servers speak this API. The agent sends each
-step's prompt (:mod:`agentbench_rl.agents.prompting`, ``generate`` format) as one user message
+step's prompt (:mod:`agentbench_rl.prompting`, ``generate`` format) as one user message
 to ``<base_url>/chat/completions`` (with the frame as a base64 PNG image part when the
 observation has one, as visual Sokoban's does) and hands the answer to the env, which extracts
 ``<action>...</action>``. Options after the model name: ``#model?temperature=0.7&history=2&
@@ -41,9 +41,9 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 
 from agentbench_rl.agents.base import PromptingBatchAgent
-from agentbench_rl.agents.prompting import HistoryStep, PromptConfig
 from agentbench_rl.core.jsonfile import JSONProblem, loads_strict
 from agentbench_rl.core.text import printable
+from agentbench_rl.prompting import HistoryStep, PromptConfig
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
@@ -110,7 +110,7 @@ def png_bytes(image: Any) -> bytes:
 
 def user_content(prompt: str) -> str | list[dict[str, Any]]:
     """The user message's content: the prompt text, or, when the prompt shows frames
-    (:class:`~agentbench_rl.agents.prompting.Prompt`), each frame as a base64 PNG
+    (:class:`~agentbench_rl.prompting.Prompt`), each frame as a base64 PNG
     ``image_url`` part followed by the text part (the OpenAI vision format vLLM serves).
 
     Example:

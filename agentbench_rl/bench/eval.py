@@ -174,12 +174,17 @@ def save_tiny_checkpoint(folder: Path, seed: int = 0, tiny: Any = None) -> Path:
     """The trainer's tiny Sokoban model (``choose`` mode, untrained; ``tiny``: a
     ``TinyModelConfig`` other than the trainer's) saved as an ``hf:`` folder."""
     from agentbench_rl.models.tiny import build_tiny
+    from agentbench_rl.rollout.scripted import tokenizer_texts
     from agentbench_rl.train.config import TrainConfig
     from agentbench_rl.train.ppo import make_policy
 
     config = TrainConfig(env="sokoban", action_mode="choose")
     size = tiny if tiny is not None else config.tiny
-    model, tokenizer = build_tiny("sokoban", {}, config.prompt_config(), size, seed)
+    model, tokenizer = build_tiny(
+        tokenizer_texts("sokoban", {}, config.prompt_config(), size.tokenizer_episodes, seed),
+        size,
+        seed,
+    )
     make_policy(model, tokenizer, config).save(folder)
     return folder
 

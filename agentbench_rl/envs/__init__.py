@@ -8,6 +8,7 @@ TextWorld, WebShop's search index) until that env is made.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +103,26 @@ def env_class(name: str) -> type[TextAgentEnv[Any]]:
     module = __import__(module_name, fromlist=[class_name])
     cls: type[TextAgentEnv[Any]] = getattr(module, class_name)
     return cls
+
+
+def tasks_of_categories(
+    categories: Mapping[str, str], ids: Sequence[str], wanted: Sequence[str], field: str, split: str
+) -> list[str]:
+    """The ids whose category (in ``categories``) is one of ``wanted``, in order;
+    ``ValueError`` naming ``field`` and the split's categories when none is.
+
+    Example:
+        >>> tasks_of_categories({"a": "easy", "b": "hard"}, ["a", "b"], ["hard"], "categories", "x")
+        ['b']
+    """
+    keep = set(wanted)
+    kept = [task for task in ids if categories.get(task) in keep]
+    if not kept:
+        raise ValueError(
+            f"{field}: no task of split '{split}' is in {sorted(keep)} "
+            f"(it has {', '.join(sorted(set(categories.values())))})"
+        )
+    return kept
 
 
 def unknown_options(cls: type, options: dict[str, Any]) -> str | None:

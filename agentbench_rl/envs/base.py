@@ -94,7 +94,7 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012
     env_name: ClassVar[str] = ""
     #: The one line a prompt opens with (what the env asks of the agent; the observation
-    #: carries the rest). :func:`agentbench_rl.agents.prompting.build_prompt` reads it.
+    #: carries the rest). :func:`agentbench_rl.prompting.build_prompt` reads it.
     prompt_instruction: ClassVar[str] = "Complete the task described in the observation."
     action_aliases: ClassVar[Mapping[str, str]] = {}
     default_max_steps: ClassVar[int] = 50

@@ -16,8 +16,8 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, cast
 
-from agentbench_rl.agents.prompting import HistoryStep
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.prompting import HistoryStep
 
 
 class AgentError(RuntimeError):

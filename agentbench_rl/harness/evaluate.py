@@ -31,7 +31,7 @@ from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.lock import FolderLock
 from agentbench_rl.core.text import printable
-from agentbench_rl.envs import env_class, make, resolve
+from agentbench_rl.envs import env_class, make, resolve, tasks_of_categories
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import AgentRaised, GuardedAgent, GuardedBatchAgent
@@ -39,11 +39,7 @@ from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
 from agentbench_rl.harness.journal import read_journal
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import read_episodes, write_episodes
-from agentbench_rl.harness.sampling import (
-    stratified_sample,
-    task_categories,
-    tasks_of_categories,
-)
+from agentbench_rl.harness.sampling import stratified_sample, task_categories
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
 from agentbench_rl.progress import progress_display

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agentbench_rl.core.hashing import seed_from
@@ -39,26 +39,6 @@ def task_categories(env: Any, split: str, tasks: Sequence[str]) -> dict[str, str
         env.reset(seed=0, options={"task_id": task})
         categories[task] = str(env.category())
     return categories
-
-
-def tasks_of_categories(
-    categories: Mapping[str, str], ids: Sequence[str], wanted: Sequence[str], field: str, split: str
-) -> list[str]:
-    """The ids whose category (in ``categories``) is one of ``wanted``, in order;
-    ``ValueError`` naming ``field`` and the split's categories when none is.
-
-    Example:
-        >>> tasks_of_categories({"a": "easy", "b": "hard"}, ["a", "b"], ["hard"], "categories", "x")
-        ['b']
-    """
-    keep = set(wanted)
-    kept = [task for task in ids if categories.get(task) in keep]
-    if not kept:
-        raise ValueError(
-            f"{field}: no task of split '{split}' is in {sorted(keep)} "
-            f"(it has {', '.join(sorted(set(categories.values())))})"
-        )
-    return kept
 
 
 def stratified_sample(categories: dict[str, str], limit: int, seed: int = SAMPLE_SEED) -> list[str]:

@@ -34,13 +34,6 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
-from agentbench_rl.agents.prompting import (
-    PromptConfig,
-    choice_continuation,
-    chosen_response,
-    format_ok,
-    response_prefix,
-)
 from agentbench_rl.models.vision import (
     FramePixels,
     encode_with_images,
@@ -50,6 +43,13 @@ from agentbench_rl.models.vision import (
     stack_images,
     vision_inputs,
     vision_token_ids,
+)
+from agentbench_rl.prompting import (
+    PromptConfig,
+    choice_continuation,
+    chosen_response,
+    format_ok,
+    response_prefix,
 )
 
 POLICY_FILE = "agentbench_policy.json"  # prompt and sampling settings saved beside the weights
@@ -359,7 +359,7 @@ def _joined(parts: Sequence[list[Any] | None]) -> list[Any] | None:
 
 
 class Policy:
-    """A causal LM acting on prompts built by :mod:`agentbench_rl.agents.prompting`.
+    """A causal LM acting on prompts built by :mod:`agentbench_rl.prompting`.
 
     Args:
         model: a Hugging Face causal LM.
@@ -417,7 +417,7 @@ class Policy:
     def model_input(self, prompt_text: str) -> str:
         """The text the model reads: the prompt in the chat template (if the tokenizer has one),
         then the answer prefix of the action mode. A vision-language policy puts the prompt's
-        frames (:class:`~agentbench_rl.agents.prompting.Prompt`) as image parts before it."""
+        frames (:class:`~agentbench_rl.prompting.Prompt`) as image parts before it."""
         prefix = response_prefix(self.prompt.mode)
         if getattr(self.tokenizer, "chat_template", None):
             content: Any = prompt_text

@@ -1,5 +1,6 @@
-"""The ``tiny`` model: a few-million-parameter Qwen2 and a BPE tokenizer trained on the env's text
-(:func:`agentbench_rl.rollout.scripted.corpus_texts`).
+"""The ``tiny`` model: a few-million-parameter Qwen2 and a BPE tokenizer trained on texts it is
+handed (the env's own prompts and answers, which its caller plays:
+:func:`agentbench_rl.rollout.scripted.tokenizer_texts`; a model builder plays no episode).
 
 Everything is built on the spot, so the whole training loop runs on a CPU with nothing
 downloaded. The tokenizer is byte-level BPE whose merges stay inside lower-case words: every
@@ -15,9 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agentbench_rl.agents.prompting import PromptConfig
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.rollout.scripted import corpus_texts
 
 
 @dataclass
@@ -122,21 +121,6 @@ def build_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     )
 
 
-def env_tokenizer(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    episodes: int,
-    vocab_size: int,
-    seed: int,
-    split: str = "train",
-) -> Any:
-    """:func:`build_tokenizer` trained on the text of ``episodes`` expert and random episodes
-    of one env (drawn from ``seed``)."""
-    texts = corpus_texts(env_name, env_kwargs, prompt, episodes, seed_from(seed, "tok"), split)
-    return build_tokenizer(texts, vocab_size)
-
-
 def build_tiny_model(tokenizer: Any, config: TinyModelConfig, seed: int) -> Any:
     """A random-initialised ``Qwen2ForCausalLM`` sized by ``config`` (weights drawn from
     ``seed``), with tied input and output embeddings."""
@@ -163,16 +147,7 @@ def build_tiny_model(tokenizer: Any, config: TinyModelConfig, seed: int) -> Any:
     return model
 
 
-def build_tiny(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    config: TinyModelConfig,
-    seed: int,
-    split: str = "train",
-) -> tuple[Any, Any]:
-    """The tiny model and its tokenizer for one env (tokenizer trained on that env's text)."""
-    tokenizer = env_tokenizer(
-        env_name, env_kwargs, prompt, config.tokenizer_episodes, config.vocab_size, seed, split
-    )
+def build_tiny(texts: Iterable[str], config: TinyModelConfig, seed: int) -> tuple[Any, Any]:
+    """The tiny model and its tokenizer, the tokenizer trained on ``texts``."""
+    tokenizer = build_tokenizer(texts, config.vocab_size)
     return build_tiny_model(tokenizer, config, seed_from(seed, "init") % 2**31), tokenizer

@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from agentbench_rl.agents.prompting import PromptConfig
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.models.tiny import TinyVLConfig, env_tokenizer
+from agentbench_rl.models.tiny import TinyVLConfig, build_tokenizer
 
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = (
     "<|vision_start|>",
@@ -319,14 +318,7 @@ def vision_inputs(
     }
 
 
-def build_tiny_vl(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    config: TinyVLConfig,
-    seed: int,
-    split: str = "train",
-) -> tuple[Any, Any, Any]:
+def build_tiny_vl(texts: Iterable[str], config: TinyVLConfig, seed: int) -> tuple[Any, Any, Any]:
     """The tiny-vl model, its tokenizer (trained on the env's text, with the vision tokens and a
     Qwen-VL chat template) and a Qwen2-VL image processor (default settings), all built here."""
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
@@ -334,9 +326,7 @@ def build_tiny_vl(
         Qwen2VLImageProcessorPil,
     )
 
-    tokenizer = env_tokenizer(
-        env_name, env_kwargs, prompt, config.tokenizer_episodes, config.vocab_size, seed, split
-    )
+    tokenizer = build_tokenizer(texts, config.vocab_size)
     tokenizer.add_special_tokens(
         {"additional_special_tokens": [VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD]}
     )

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentbench_rl.agents.prompting import format_ok
 from agentbench_rl.extras import install_hint
 from agentbench_rl.models.policy import ActOutput, Policy, left_pad
 from agentbench_rl.models.vision import (
@@ -37,6 +36,7 @@ from agentbench_rl.models.vision import (
     vision_token_ids,
     vllm_prompt,
 )
+from agentbench_rl.prompting import format_ok
 
 
 def sampling_kwargs(

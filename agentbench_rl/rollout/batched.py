@@ -10,14 +10,14 @@ same forward.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from agentbench_rl.agents.prompting import PromptConfig, build_prompt
 from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.prompting import PromptConfig, build_prompt
 from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
 
@@ -159,9 +159,31 @@ def rollout_groups(
     return result
 
 
+#: The rewards a run can train on: ``success`` (``success_reward`` at the last step of a won
+#: trajectory, the papers' ``10 * won``) or ``env`` (the env's own reward at every step).
+REWARDS = ("success", "env")
+
+
+def training_reward(record: Mapping[str, Any], reward: str, success_reward: float) -> float:
+    """The reward one step trains on: the one rule, which the home trainer and verl's agent
+    loop both apply. ``record`` holds the step's ``t``, its trajectory's ``steps`` and
+    ``success``, and the env's ``reward``.
+
+    Example:
+        >>> last = {"t": 2, "steps": 3, "success": True, "reward": 0.5}
+        >>> training_reward(last, "success", 10.0), training_reward(last, "env", 10.0)
+        (10.0, 0.5)
+    """
+    if reward == "env":
+        return float(record["reward"])
+    if reward != "success":
+        raise ValueError(f"reward '{reward}' (choose from {', '.join(REWARDS)})")
+    last = int(record["t"]) == int(record["steps"]) - 1
+    return float(success_reward) if record["success"] and last else 0.0
+
+
 def success_rewards(batch: RolloutBatch, success_reward: float) -> np.ndarray:
-    """Sparse training rewards: ``success_reward`` on the last step of a won trajectory, 0
-    elsewhere (the papers' ``10 * won``).
+    """:func:`training_reward` with ``reward="success"`` for every row of a rollout batch.
 
     Example:
         >>> rollout = RolloutBatch(records=[
@@ -174,9 +196,9 @@ def success_rewards(batch: RolloutBatch, success_reward: float) -> np.ndarray:
     steps = {episode["traj"]: episode["steps"] for episode in batch.episodes}
     return np.array(
         [
-            success_reward
-            if record["success"] and record["t"] == steps[record["traj"]] - 1
-            else 0.0
+            training_reward(
+                {**record, "steps": steps[record["traj"]], "reward": 0.0}, "success", success_reward
+            )
             for record in batch.records
         ]
     )

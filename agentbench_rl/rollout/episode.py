@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentbench_rl.agents.base import Agent, BatchAgent
-from agentbench_rl.agents.prompting import HistoryStep, format_ok, observation_text
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.prompting import HistoryStep, format_ok, observation_text
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
 
 #: Env seeds are drawn below 2**31 (what every Gymnasium backend accepts).

@@ -12,16 +12,16 @@ import random
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from agentbench_rl.agents.prompting import (
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.envs import env_class, make, tasks_of_categories
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.prompting import (
     ACTION_MODES,
     PromptConfig,
     build_prompt,
     expert_response,
     response_prefix,
 )
-from agentbench_rl.envs import env_class, make
-from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.rollout.episode import Episode, EpisodeSlot, Lockstep, episode_seed
 
 #: Chooses a step's action from the env (its expert) and the episode (what the agent sees).
@@ -111,6 +111,19 @@ def expert_or_random(seed: int) -> Callable[[int], Chooser]:
         return lambda env, episode: rng.choice(list(episode.info["admissible_actions"]) or [""])
 
     return choose
+
+
+def tokenizer_texts(
+    env_name: str,
+    env_kwargs: dict[str, Any],
+    prompt: PromptConfig,
+    episodes: int,
+    seed: int,
+    split: str = "train",
+) -> Iterator[str]:
+    """The text a tiny model's tokenizer is trained on (``models.tiny.build_tiny``):
+    :func:`corpus_texts` of ``episodes`` episodes drawn from ``seed``."""
+    return corpus_texts(env_name, env_kwargs, prompt, episodes, seed_from(seed, "tok"), split)
 
 
 def corpus_texts(

@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from agentbench_rl.agents.prompting import PromptConfig, build_prompt, expert_response
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.models.policy import Policy, pack, response_logprobs
+from agentbench_rl.prompting import PromptConfig, build_prompt, expert_response
 from agentbench_rl.rollout.episode import Episode
 from agentbench_rl.rollout.scripted import scripted_steps, train_task_ids
 from agentbench_rl.train.config import BCConfig

@@ -21,12 +21,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentbench_rl.agents.prompting import ACTION_MODES, PromptConfig
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.envs import tasks_of_categories
 from agentbench_rl.estimators.common import ADVANTAGE_NORMS
 from agentbench_rl.extras import install_hint, missing_modules
-from agentbench_rl.harness.sampling import tasks_of_categories
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
+from agentbench_rl.prompting import ACTION_MODES, PromptConfig
+from agentbench_rl.rollout.batched import REWARDS
 
 if TYPE_CHECKING:
     from agentbench_rl.harness.evaluate import EvalConfig
@@ -162,7 +163,7 @@ class TrainConfig:
         if self.action_mode not in ACTION_MODES:
             raise ValueError(f"action_mode '{self.action_mode}' (choose from generate, choose)")
         choices = {
-            "reward": ("success", "env"),
+            "reward": REWARDS,
             "backend": ("local", "ray"),
             "engine": ("hf", "vllm"),
             "dtype": ("float32", "bfloat16", "float16"),

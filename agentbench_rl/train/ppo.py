@@ -54,11 +54,11 @@ import torch
 from rich.console import Console
 from rich.progress import Progress
 
+from agentbench_rl.agents.policy import PolicyAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
 from agentbench_rl.estimators import compute
 from agentbench_rl.estimators.common import normalize_advantages
-from agentbench_rl.models.agent import PolicyAgent
 from agentbench_rl.models.policy import (
     Policy,
     choice_logprobs,
@@ -77,7 +77,7 @@ from agentbench_rl.rollout.batched import (
     rollout_groups,
     success_rewards,
 )
-from agentbench_rl.rollout.scripted import train_task_ids
+from agentbench_rl.rollout.scripted import tokenizer_texts, train_task_ids
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
 from agentbench_rl.spec.run_folder import (
     CHECKPOINT,
@@ -168,24 +168,26 @@ def initial_policy(
     warm_seed = config.warm_start_seed()
     image_processor = None
     if config.model == "tiny":
-        model, tokenizer = build_tiny(
+        texts = tokenizer_texts(
             config.env,
             env_kwargs,
             config.prompt_config(),
-            config.tiny,
+            config.tiny.tokenizer_episodes,
             warm_seed,
             config.train_split,
         )
+        model, tokenizer = build_tiny(texts, config.tiny, warm_seed)
         model = model.to(device)
     elif config.model == "tiny-vl":
-        model, tokenizer, image_processor = build_tiny_vl(
+        texts = tokenizer_texts(
             config.env,
             env_kwargs,
             config.prompt_config(),
-            config.tiny_vl,
+            config.tiny_vl.tokenizer_episodes,
             warm_seed,
             config.train_split,
         )
+        model, tokenizer, image_processor = build_tiny_vl(texts, config.tiny_vl, warm_seed)
         model = model.to(device)
     else:
         model, tokenizer = load_pretrained(config.model, dtype=config.dtype, device=device)

@@ -29,6 +29,7 @@ import numpy as np
 from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
 from agentbench_rl.estimators import EstimatorResult, compute
 from agentbench_rl.estimators.common import normalize_advantages
+from agentbench_rl.rollout.batched import training_reward
 
 #: Where a sample's step record lives in verl's ``extra_fields``.
 RECORD_KEY = "agentbench_step"
@@ -41,22 +42,6 @@ RECORD_FIELDS = (
     "success",
     "steps",
 )
-
-
-def training_reward(record: Mapping[str, Any], reward: str, success_reward: float) -> float:
-    """The reward a row trains on, as the home trainer's ``success_rewards``.
-
-    Example:
-        >>> last = {"t": 2, "steps": 3, "success": True, "reward": 0.5}
-        >>> training_reward(last, "success", 10.0), training_reward(last, "env", 10.0)
-        (10.0, 0.5)
-    """
-    if reward == "env":
-        return float(record["reward"])
-    if reward != "success":
-        raise ValueError(f"reward '{reward}' (choose from success, env)")
-    last = int(record["t"]) == int(record["steps"]) - 1
-    return float(success_reward) if record["success"] and last else 0.0
 
 
 def step_batch_from_rows(

@@ -2,7 +2,7 @@
 
 verl repeats each task row ``rollout.n`` times (the group) and runs this loop once per member
 (session). Every env step becomes one verl sample (verl keys them ``{uid}_{session}_{i}``): its
-prompt is built by our one prompt builder (``agents/prompting.py``: instruction, the last
+prompt is built by our one prompt builder (``agentbench_rl/prompting.py``: instruction, the last
 ``history`` steps, the observation, the admissible actions), so the policy trains on exactly the
 prompts the harness evaluates it on; its response is the model's answer, which the env parses
 and canonicalises. The step record (t, reward, obs_key, state_key, action_key, valid, success,
@@ -33,11 +33,12 @@ from verl.experimental.agent_loop.agent_loop import (
     AgentLoopOutput,
 )
 
-from agentbench_rl.agents.prompting import HistoryStep, build_prompt, format_ok
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import make
-from agentbench_rl.integrations.verl.advantages import RECORD_KEY, training_reward
+from agentbench_rl.integrations.verl.advantages import RECORD_KEY
 from agentbench_rl.integrations.verl.config import VerlSettings
+from agentbench_rl.prompting import HistoryStep, build_prompt, format_ok
+from agentbench_rl.rollout.batched import training_reward
 from agentbench_rl.rollout.episode import action_valid, history_step
 
 

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from agentbench_rl.agents.prompting import PromptConfig
+from agentbench_rl.prompting import PromptConfig
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -307,3 +307,15 @@ def compose(overrides: Sequence[str]) -> DictConfig:
         first = str(problem).strip().splitlines()[0] if str(problem).strip() else repr(problem)
         raise ValueError(f"verl config: {first}") from None
     return config
+
+
+def check_supported(verl_config: Any) -> None:
+    """Reject verl settings our advantage step does not carry out (it replaces verl's, which
+    is where the KL-in-reward penalty and rollout importance weights would be applied)."""
+    algorithm = verl_config.algorithm
+    if algorithm.get("use_kl_in_reward", False):
+        raise ValueError("engine verl: algorithm.use_kl_in_reward is not supported (KL is a loss)")
+    correction = algorithm.get("rollout_correction") or {}
+    for key in ("rollout_is", "rollout_rs"):
+        if correction.get(key) is not None:
+            raise ValueError(f"engine verl: algorithm.rollout_correction.{key} is not supported")

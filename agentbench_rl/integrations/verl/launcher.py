@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.extras import install_hint
 from agentbench_rl.integrations.verl.config import (
+    check_supported,
     compose,
     settings_from_config,
     verl_overrides,
@@ -98,18 +99,6 @@ def prepare_run(
     atomic_write_text(run / VERL_CONFIG_FILE, OmegaConf.to_yaml(verl_config))
     atomic_write_text(config_file, ours)
     return verl_config
-
-
-def check_supported(verl_config: DictConfig) -> None:
-    """Reject verl settings our advantage step does not carry out (it replaces verl's, which
-    is where the KL-in-reward penalty and rollout importance weights would be applied)."""
-    algorithm = verl_config.algorithm
-    if algorithm.get("use_kl_in_reward", False):
-        raise ValueError("engine verl: algorithm.use_kl_in_reward is not supported (KL is a loss)")
-    correction = algorithm.get("rollout_correction") or {}
-    for key in ("rollout_is", "rollout_rs"):
-        if correction.get(key) is not None:
-            raise ValueError(f"engine verl: algorithm.rollout_correction.{key} is not supported")
 
 
 def task_runner_class() -> Any:

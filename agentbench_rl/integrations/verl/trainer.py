@@ -42,8 +42,12 @@ from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, register_adv_est
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, row_advantages
-from agentbench_rl.integrations.verl.config import ADV_ESTIMATOR, VerlSettings, read_settings
-from agentbench_rl.integrations.verl.launcher import check_supported
+from agentbench_rl.integrations.verl.config import (
+    ADV_ESTIMATOR,
+    VerlSettings,
+    check_supported,
+    read_settings,
+)
 
 
 def _not_through_verl(**_: Any) -> Any:

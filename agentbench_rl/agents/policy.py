@@ -3,7 +3,7 @@
 :class:`PolicyAgent` wraps a :class:`~agentbench_rl.models.policy.Policy` already in memory (the
 trainer's validation hands its policy to the harness this way); ``agents/hf.py`` builds one from
 an ``hf:`` spec, loading the weights on first use. The episode driver passes the history, so the
-prompts are those training builds (:func:`~agentbench_rl.agents.prompting.build_prompt`).
+prompts are those training builds (:func:`~agentbench_rl.prompting.build_prompt`).
 
 It is a batched agent: ``act_batch`` answers every live episode of a batch with one padded
 forward (``choose``) or one ``generate`` call; ``act`` is the batch of one. Draws are seeded per
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentbench_rl.agents.base import PromptingBatchAgent
-from agentbench_rl.agents.prompting import HistoryStep
 from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.prompting import HistoryStep
 
 
 def step_seed(episode_seed: int, t: int) -> int:
