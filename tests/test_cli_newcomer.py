@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_core_install import HIDE  # the import hook that simulates a missing module
 
 from agentbench_rl.envs import ENVS
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
@@ -131,17 +132,6 @@ def test_leaderboard_init_writes_metadata_to_complete(tmp_path: Path) -> None:
 
 
 # A core-only install, simulated: a meta-path finder that refuses the optional modules.
-HIDE = """
-import runpy, sys
-HIDDEN = set(sys.argv[1].split(","))
-class Hide:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in HIDDEN:
-            raise ModuleNotFoundError(f"No module named '{name}'")
-sys.meta_path.insert(0, Hide())
-sys.argv = ["agentbench-rl", *sys.argv[2:]]
-runpy.run_module("agentbench_rl.cli", run_name="__main__")
-"""
 
 
 @pytest.mark.parametrize(
