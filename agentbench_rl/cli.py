@@ -722,14 +722,15 @@ def leaderboard_init(
     """Write FOLDER/metadata.json from the run, with placeholders for you to complete."""
     from agentbench_rl.core.jsonfile import read_json
     from agentbench_rl.leaderboard.schema import FILL_IN, METADATA_FILE, metadata_template
+    from agentbench_rl.spec.results_folder import ResultsFolder
 
     target = folder / METADATA_FILE
     try:
         if target.exists():
             raise ValueError(f"{target} exists already; edit it instead")
-        summary = read_json(folder / "summary.json")
+        summary = read_json(ResultsFolder(folder).summary_file)
         if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
-            raise ValueError(f"{folder}/summary.json is not an eval summary")
+            raise ValueError(f"{ResultsFolder(folder).summary_file} is not an eval summary")
     except (ValueError, OSError) as problem:
         _fail(str(problem))
         return

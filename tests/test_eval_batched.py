@@ -19,7 +19,8 @@ import pytest
 
 from agentbench_rl.agents.openai_http import ChatClient
 from agentbench_rl.bench.eval import serve_chat
-from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
 REPO_ROOT = Path(__file__).resolve().parents[1]

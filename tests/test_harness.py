@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from agentbench_rl.agents import load_agent
 from agentbench_rl.cli import expand_list_options
-from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.harness.stats import (
     bootstrap_interval,
     summarize,
@@ -26,6 +26,7 @@ from agentbench_rl.harness.stats import (
     threshold_crossing,
     wilson_interval,
 )
+from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
 

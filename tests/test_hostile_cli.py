@@ -18,8 +18,9 @@ from rich.console import Console
 
 from agentbench_rl.cli import main
 from agentbench_rl.core.lock import FolderLock
-from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.harness.report import print_summary
+from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 MARKUP = ("[/]", "[red]x[/red]", "[link=https://evil.example]x[/link]", "[bold")
 

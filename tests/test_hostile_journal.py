@@ -18,8 +18,9 @@ import pandas as pd
 import pytest
 
 from agentbench_rl.core.lock import LOCK, FolderInUseError, FolderLock
-from agentbench_rl.harness.evaluate import JOURNAL, EvalConfig, evaluate
+from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.harness.journal import read_journal
+from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CONFIG = EvalConfig(env="sokoban", split="val", agent="random", seeds=[0, 1], limit=6)
 COLUMNS = ("task_id", "category", "seed", "success", "score", "steps", "return", "invalid_actions")

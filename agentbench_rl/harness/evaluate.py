@@ -29,7 +29,6 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
-from agentbench_rl.core.lock import FolderLock
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import env_class, make, resolve, tasks_of_categories
 from agentbench_rl.envs.base import TextAgentEnv
@@ -51,6 +50,7 @@ from agentbench_rl.rollout.episode import (
     episode_seed,
     play,
 )
+from agentbench_rl.spec.results_folder import ResultsFolder
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -62,9 +62,6 @@ EPISODE_COLUMNS = (
     "return",
     "invalid_actions",
 )
-JOURNAL = "episodes.partial.jsonl"
-CONFIG = "config.json"
-SUMMARY = "summary.json"
 MAX_SEED = 2**32 - 1
 
 
@@ -316,7 +313,8 @@ def _prepare_folder(
     config: EvalConfig, out: Path, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
     """Check the results folder and return the episodes already done (for ``--resume``)."""
-    config_path = out / CONFIG
+    folder = ResultsFolder(out)
+    config_path = folder.config_file
     stored = asdict(config)
     if config_path.exists():
         if not resume:
@@ -339,10 +337,10 @@ def _prepare_folder(
                 f"--resume: {out} holds an evaluation with a different {', '.join(changed)}"
             )
     atomic_write_text(config_path, json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    journal = read_journal(out / JOURNAL, EPISODE_COLUMNS)
+    journal = read_journal(folder.journal_file, EPISODE_COLUMNS)
     if journal.duplicates:
         message = (
-            f"{out / JOURNAL}: {journal.duplicates} episodes were recorded twice; "
+            f"{folder.journal_file}: {journal.duplicates} episodes were recorded twice; "
             "each counts once (the first record is kept)"
         )
         (console or Console(stderr=True)).print(
@@ -350,8 +348,8 @@ def _prepare_folder(
         )
     done = journal.rows
     if not done:
-        final = out / f"episodes.{config.episodes_format}"
-        if final.exists() and (out / SUMMARY).exists():
+        final = folder.episodes_file(config.episodes_format)
+        if final.exists() and folder.summary_file.exists():
             done = cast(list[dict[str, Any]], read_episodes(final).to_dict("records"))
     return done
 
@@ -412,7 +410,7 @@ def evaluate(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise ValueError(f"--out {out} cannot be made ({error.strerror or error})") from None
-    with FolderLock(out):  # one run writes a results folder at a time
+    with ResultsFolder(out).lock():  # one run writes a results folder at a time
         return _evaluate_in(
             config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared
         )
@@ -431,6 +429,7 @@ def _evaluate_in(
     prepared: Agent | BatchAgent | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
+    folder = ResultsFolder(out)
     done = _prepare_folder(config, out, resume, console)
     fingerprint = record_agent(out, config.agent)
     tasks = config.tasks(env)
@@ -463,7 +462,9 @@ def _evaluate_in(
 
     if jobs:
         with (
-            read_journal(out / JOURNAL, EPISODE_COLUMNS).append_to(out / JOURNAL) as journal,
+            read_journal(folder.journal_file, EPISODE_COLUMNS).append_to(
+                folder.journal_file
+            ) as journal,
             progress_display(console) as progress,
         ):
             bar = progress.add_task(
@@ -497,7 +498,7 @@ def _evaluate_in(
             "category": "str",
         }
     )
-    write_episodes(episodes, out / f"episodes.{config.episodes_format}")
+    write_episodes(episodes, folder.episodes_file(config.episodes_format))
 
     origin = provenance(config.agent)
     summary: dict[str, Any] = {
@@ -519,6 +520,6 @@ def _evaluate_in(
     data = data_fingerprint(config.env, env, config.split)
     if data is not None:
         summary["data"] = data
-    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=1, sort_keys=False) + "\n")
-    (out / JOURNAL).unlink(missing_ok=True)
+    atomic_write_text(folder.summary_file, json.dumps(summary, indent=1, sort_keys=False) + "\n")
+    folder.journal_file.unlink(missing_ok=True)
     return summary

@@ -19,8 +19,7 @@ from typing import Any
 from agentbench_rl.agents.fingerprint import agent_fingerprint
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import sha256_file, stable_hash
-
-AGENT_FILE = "agent.json"
+from agentbench_rl.spec.results_folder import ResultsFolder
 
 
 def record_agent(out: Path, spec: str) -> str:
@@ -36,7 +35,7 @@ def record_agent(out: Path, spec: str) -> str:
         True
     """
     fingerprint = agent_fingerprint(spec)
-    path = out / AGENT_FILE
+    path = ResultsFolder(out).agent_file
     if path.exists():
         try:
             stored = json.loads(path.read_text("utf-8")).get("fingerprint")

@@ -26,8 +26,8 @@ import numpy as np
 
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.spec.results_folder import ResultsFolder
 
-FOLDER = "trajectories"
 #: The most characters of one action a trajectory keeps (a model's answer is a few hundred).
 MAX_ACTION_CHARS = 4096
 #: The largest trajectory file ``view`` reads.
@@ -146,7 +146,7 @@ def episode_path(out: Path, task_id: str, seed: int) -> Path:
         >>> episode_path(Path("run"), "test-0003", 1).as_posix()
         'run/trajectories/seed-1/test-0003.json'
     """
-    return out / FOLDER / f"seed-{seed}" / f"{task_id}.json"
+    return ResultsFolder(out).trajectories / f"seed-{seed}" / f"{task_id}.json"
 
 
 def write_episode(out: Path, env: RecordingEnv, row: dict[str, Any]) -> None:
@@ -164,7 +164,7 @@ def read_episodes(out: Path) -> list[dict[str, Any]]:
         >>> read_episodes(Path("/nonexistent"))
         []
     """
-    paths = sorted((out / FOLDER).glob("seed-*/**/*.json"))
+    paths = sorted(ResultsFolder(out).trajectories.glob("seed-*/**/*.json"))
     return sorted(map(read_record, paths), key=lambda r: (r["seed"], str(r["task_id"])))
 
 

@@ -21,8 +21,8 @@ from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.graph import TERMINAL, StepGraph
 from agentbench_rl.harness.trajectories import read_episodes
+from agentbench_rl.spec.results_folder import ResultsFolder
 
-PAGE = "view.html"
 STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
@@ -161,7 +161,7 @@ def render_view(run: Path) -> Path:
         raise ValueError(
             f"{run} holds no trajectories; run eval with --save-trajectories --out {run}"
         )
-    config_path = run / "config.json"
+    config_path = ResultsFolder(run).config_file
     config = json.loads(config_path.read_text("utf-8")) if config_path.exists() else {}
     title = f"{config.get('env', '?')} / {config.get('split', '?')} / {config.get('agent', '?')}"
     by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -188,6 +188,6 @@ def render_view(run: Path) -> Path:
         + "\n".join(body)
         + "\n</body></html>\n"
     )
-    path = run / PAGE
+    path = ResultsFolder(run).view_page
     atomic_write_text(path, page)
     return path

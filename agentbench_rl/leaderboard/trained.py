@@ -50,6 +50,7 @@ from agentbench_rl.leaderboard.validate import (
     read_episode_table,
     validate_submission,
 )
+from agentbench_rl.spec.results_folder import ResultsFolder
 from agentbench_rl.spec.run_folder import POLICY, STATE, RunFolder
 from agentbench_rl.train.config import config_from_dict, read_run_config
 from agentbench_rl.train.sweep import load_sweep
@@ -198,10 +199,10 @@ def filed_submission(root: Path, env: str, split: str, weights: str) -> Path | N
 
 def _differing_episodes(replayed: Path, recorded: Path) -> int | None:
     """How many episodes of the replay differ from the recorded ones (``None``: none recorded)."""
-    if not (recorded / "episodes.csv").is_file():
+    if not ResultsFolder(recorded).episodes_file("csv").is_file():
         return None
     ours, theirs = (
-        read_episode_table(folder / "episodes.csv")[COMPARED].sort_values(
+        read_episode_table(ResultsFolder(folder).episodes_file("csv"))[COMPARED].sort_values(
             ["seed", "task_id"], ignore_index=True
         )
         for folder in (replayed, recorded)

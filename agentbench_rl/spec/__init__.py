@@ -1,4 +1,5 @@
-"""The typed declaration of a run, one layer above :mod:`agentbench_rl.core`: the folder a
-training run lives in (:class:`~agentbench_rl.spec.run_folder.RunFolder`), its layout, lock,
-metrics journal and finish record, spelled once for the trainer, sweeps, the verl launcher and
-the leaderboard's ``file-runs``."""
+"""The declaration of a run's folders, one layer above :mod:`agentbench_rl.core`: the folder a
+training run lives in (:class:`~agentbench_rl.spec.run_folder.RunFolder`: layout, lock, metrics
+journal, checkpoint record, finish) and the folder of an evaluation
+(:class:`~agentbench_rl.spec.results_folder.ResultsFolder`: layout and lock), each spelled once
+for every module that writes or reads it."""
