@@ -661,6 +661,144 @@ def train(
         raise
 
 
+@dataclass
+class Learner:
+    """What an iteration trains with: the policy and its optimiser, the frozen reference (and its
+    weights' fingerprint, which checkpoints record), and the actor that samples rollouts (the
+    policy itself, or the vLLM engine holding its weights)."""
+
+    policy: Policy
+    optimizer: torch.optim.Optimizer
+    reference: Any
+    reference_weights: str | None
+    actor: BatchPolicy
+    engine: VLLMActor | None
+
+
+def setup_learner(
+    config: TrainConfig,
+    run: RunFolder,
+    point: StartPoint,
+    device: str,
+    progress: Progress | LineProgress,
+) -> tuple[Learner, dict[str, float]]:
+    """The learner at the start point (the checkpoint's, or the initial policy after BC), and the
+    warm start's statistics (empty when resuming)."""
+    start_stats: dict[str, float] = {}
+    if point.checkpoint is not None:
+        policy = load_policy(point.checkpoint / POLICY, config, device)
+    else:
+        policy, start_stats = initial_policy(config, device, progress)
+    optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
+    reference = None
+    if config.kl_coef > 0:
+        if not run.reference.is_dir():
+            policy.save(run.reference)
+        reference = load_policy(run.reference, config, device).model.eval()
+        for parameter in reference.parameters():
+            parameter.requires_grad_(False)
+    reference_weights = weights_fingerprint(run.reference) if reference is not None else None
+    if point.checkpoint is not None:
+        load_training_state(point.checkpoint, optimizer)
+    engine: VLLMActor | None = None
+    if config.engine == "vllm":
+        from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
+
+        settings = EngineSettings(config.dtype, config.vllm_gpu_memory_utilization, config.seed)
+        engine = VLLMActor(policy, settings)
+    actor: BatchPolicy = engine if engine is not None else policy
+    learner = Learner(policy, optimizer, reference, reference_weights, actor, engine)
+    return learner, start_stats
+
+
+class MetricsLog:
+    """The run's metrics journal while it trains: the rows up to the start point, then one row per
+    iteration, each fsynced as it is written (and copied to TensorBoard when installed). The file
+    is cut to the start point only when the first new row is written, so a start that fails
+    before that leaves the journal as it was."""
+
+    def __init__(self, run: RunFolder, rows: list[dict[str, Any]], writer: Any) -> None:
+        self.run, self.rows, self.writer = run, rows, writer
+        self._cut = False
+
+    def append(self, row: dict[str, Any]) -> None:
+        """Record one iteration's row."""
+        row = _json_ready(row)
+        if not self._cut:
+            self.run.write_metrics(self.rows)
+            self._cut = True
+        with open(self.run.metrics_file, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps(row, sort_keys=True) + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        self.rows.append(row)
+        if self.writer is not None:
+            for key, value in row.items():
+                if isinstance(value, int | float) and key != "iteration":
+                    self.writer.add_scalar(key, value, row["iteration"])
+
+    def close(self) -> None:
+        """Close the TensorBoard writer, if any."""
+        if self.writer is not None:
+            self.writer.close()
+
+
+def train_iteration(
+    config: TrainConfig,
+    learner: Learner,
+    pool: EnvPool,
+    params: dict[str, Any],
+    iteration: int,
+) -> dict[str, Any]:
+    """Steps 2-4 of the module docstring for one iteration; returns its metrics row."""
+    began = time.perf_counter()
+    # 2. rollouts: G trajectories on each of N train tasks, in lockstep
+    rollout = iteration_rollout(pool, learner.actor, config, iteration, config.needs_hidden())
+    rolled = time.perf_counter()
+
+    # 3. rewards and advantages
+    rewards = (
+        success_rewards(rollout, config.success_reward) if config.reward == "success" else None
+    )
+    batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
+    result = compute(config.estimator, batch, **params)
+    raw = np.asarray(result.advantages, dtype=np.float64)
+    advantages = normalize_advantages(raw, config.advantage_norm)
+    estimated = time.perf_counter()
+
+    # 4. PPO-clip against the sampling policy, KL to the frozen reference
+    policy = learner.policy
+    ref_logprobs = (
+        reference_logprobs(learner.reference, rollout, policy, config.temperature)
+        if learner.reference is not None
+        else None
+    )
+    shuffler = torch.Generator().manual_seed(
+        seed_from(config.seed, "minibatches", iteration) % 2**63
+    )
+    update = ppo_update(
+        policy, learner.optimizer, rollout, advantages, ref_logprobs, config, shuffler
+    )
+    if learner.engine is not None:
+        learner.engine.sync()  # push the new weights to the rollout engine
+    updated = time.perf_counter()
+    return {
+        "iteration": iteration,
+        **rollout_metrics(rollout),
+        "adv/raw_mean": float(raw.mean()),
+        "adv/raw_std": float(raw.std()),
+        "adv/mean": float(advantages.mean()),
+        "adv/std": float(advantages.std()),
+        "adv/min": float(advantages.min()),
+        "adv/max": float(advantages.max()),
+        **{f"est/{k}": v for k, v in result.diagnostics.items()},
+        **update,
+        "time/rollout_s": rolled - began,
+        "time/estimator_s": estimated - rolled,
+        "time/update_s": updated - estimated,
+    }
+
+
 def _train(
     config: TrainConfig, run: RunFolder, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
@@ -668,144 +806,51 @@ def _train(
     point = _prepare_run(config, run, resume)
     _seed_everything(config.seed)
     config.use_torch_threads()
-
-    progress = progress_display(console)
-    with progress:
+    with progress_display(console) as progress:
         # 1. the policy, its optimiser and the frozen reference
-        checkpoint = point.checkpoint
-        start_stats: dict[str, float] = {}
-        if checkpoint is not None:
-            policy = load_policy(checkpoint / POLICY, config, device)
-        else:
-            policy, start_stats = initial_policy(config, device, progress)
-        optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
-        reference = None
-        if config.kl_coef > 0:
-            if not run.reference.is_dir():
-                policy.save(run.reference)
-            reference = load_policy(run.reference, config, device).model.eval()
-            for parameter in reference.parameters():
-                parameter.requires_grad_(False)
-        reference_weights = weights_fingerprint(run.reference) if reference is not None else None
-        if checkpoint is not None:
-            load_training_state(checkpoint, optimizer)
-        start = point.iteration
-        history = list(point.metrics)
-        engine: VLLMActor | None = None
-        if config.engine == "vllm":
-            from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
-
-            settings = EngineSettings(config.dtype, config.vllm_gpu_memory_utilization, config.seed)
-            engine = VLLMActor(policy, settings)
-        actor: BatchPolicy = engine if engine is not None else policy
+        learner, start_stats = setup_learner(config, run, point, device, progress)
         pool = make_pool(config)
-        writer = _tensorboard(run.tensorboard)
-        params = config.estimator_kwargs()
-        identity = config.identity_hash()
-        bar = progress.add_task(
-            f"{config.env} {config.estimator} seed {config.seed}",
-            total=config.iterations,
-            completed=start,
-            every=1,  # in a log file: one line per iteration
-        )
-        journal_cut = False
-
-        def log(row: dict[str, Any]) -> None:
-            nonlocal journal_cut
-            row = _json_ready(row)
-            if not journal_cut:  # at the first new row: the journal up to the start point
-                run.write_metrics(history)
-                journal_cut = True
-            with open(run.metrics_file, "a", encoding="utf-8") as metrics_file:
-                metrics_file.write(json.dumps(row, sort_keys=True) + "\n")
-                metrics_file.flush()
-                os.fsync(metrics_file.fileno())
-            history.append(row)
-            if writer is not None:
-                for key, value in row.items():
-                    if isinstance(value, int | float) and key != "iteration":
-                        writer.add_scalar(key, value, row["iteration"])
-
+        params, identity = config.estimator_kwargs(), config.identity_hash()
+        metrics = MetricsLog(run, list(point.metrics), _tensorboard(run.tensorboard))
+        label = f"{config.env} {config.estimator} seed {config.seed}"
+        bar = progress.add_task(label, total=config.iterations, completed=point.iteration, every=1)
         stop = GracefulStop()
         try:
-            if start == 0 and not history:
+            if point.iteration == 0 and not metrics.rows:  # iteration 0: validated, not trained
                 began = time.perf_counter()
-                row = {"iteration": 0, **start_stats, **validate(policy, config, run, 0)}
-                row["time/val_s"] = time.perf_counter() - began
-                log(row)
-
-            for iteration in range(start + 1, config.iterations + 1):
+                row = {"iteration": 0, **start_stats, **validate(learner.policy, config, run, 0)}
+                metrics.append({**row, "time/val_s": time.perf_counter() - began})
+            for iteration in range(point.iteration + 1, config.iterations + 1):
                 began = time.perf_counter()
-                # 2. rollouts: G trajectories on each of N train tasks, in lockstep
-                rollout = iteration_rollout(pool, actor, config, iteration, config.needs_hidden())
-                rolled = time.perf_counter()
-
-                # 3. rewards and advantages
-                rewards = (
-                    success_rewards(rollout, config.success_reward)
-                    if config.reward == "success"
-                    else None
-                )
-                batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
-                result = compute(config.estimator, batch, **params)
-                raw = np.asarray(result.advantages, dtype=np.float64)
-                advantages = normalize_advantages(raw, config.advantage_norm)
-                estimated = time.perf_counter()
-
-                # 4. PPO-clip against the sampling policy, KL to the frozen reference
-                ref_logprobs = (
-                    reference_logprobs(reference, rollout, policy, config.temperature)
-                    if reference is not None
-                    else None
-                )
-                shuffler = torch.Generator().manual_seed(
-                    seed_from(config.seed, "minibatches", iteration) % 2**63
-                )
-                update = ppo_update(
-                    policy, optimizer, rollout, advantages, ref_logprobs, config, shuffler
-                )
-                if engine is not None:
-                    engine.sync()  # push the new weights to the rollout engine
-                updated = time.perf_counter()
-
-                # 5. metrics, validation, checkpoint
-                row = {
-                    "iteration": iteration,
-                    **rollout_metrics(rollout),
-                    "adv/raw_mean": float(raw.mean()),
-                    "adv/raw_std": float(raw.std()),
-                    "adv/mean": float(advantages.mean()),
-                    "adv/std": float(advantages.std()),
-                    "adv/min": float(advantages.min()),
-                    "adv/max": float(advantages.max()),
-                    **{f"est/{k}": v for k, v in result.diagnostics.items()},
-                    **update,
-                    "time/rollout_s": rolled - began,
-                    "time/estimator_s": estimated - rolled,
-                    "time/update_s": updated - estimated,
-                }
-                if iteration % config.val_every == 0 or iteration == config.iterations:
-                    row.update(validate(policy, config, run, iteration))
-                    row["time/val_s"] = time.perf_counter() - updated
-                row["time/iteration_s"] = time.perf_counter() - began
-                log(row)
+                row = train_iteration(config, learner, pool, params, iteration)  # 2-4
+                # 5. validation, metrics, checkpoint
                 last = iteration == config.iterations
+                if iteration % config.val_every == 0 or last:
+                    validated = time.perf_counter()
+                    row.update(validate(learner.policy, config, run, iteration))
+                    row["time/val_s"] = time.perf_counter() - validated
+                row["time/iteration_s"] = time.perf_counter() - began
+                metrics.append(row)
                 if iteration % config.checkpoint_every == 0 or last or stop.requested:
-                    save_checkpoint(run, policy, optimizer, iteration, identity, reference_weights)
+                    save_checkpoint(
+                        run,
+                        learner.policy,
+                        learner.optimizer,
+                        iteration,
+                        identity,
+                        learner.reference_weights,
+                    )
                 if stop.requested and not last:
                     raise KeyboardInterrupt  # checkpointed: --resume continues from here
-                description = f"{config.env} {config.estimator} seed {config.seed}"
-                if "val_success" in row:
-                    description += f" val {row['val_success']:.2f}"
-                progress.update(bar, completed=iteration, description=description)
+                shown = f" val {row['val_success']:.2f}" if "val_success" in row else ""
+                progress.update(bar, completed=iteration, description=label + shown)
         finally:
             stop.release()
             pool.close()
-            if writer is not None:
-                writer.close()
+            metrics.close()
     final = run.latest_checkpoint()
     run.write_done(config.iterations, run.read_state(final).iteration if final else None)
-    return history
+    return metrics.rows
 
 
 def comparable(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
