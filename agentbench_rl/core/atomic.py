@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -56,3 +57,22 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """:func:`atomic_write_bytes` for UTF-8 text."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def remove_path(path: Path, ignore_errors: bool = False) -> None:
+    """Remove ``path`` whatever it is: a folder with its contents (what cannot be removed is
+    left where ``ignore_errors``, as ``shutil.rmtree`` does), or a file or symbolic link (a link
+    to a folder is removed, never followed); nothing when it does not exist.
+
+    Example:
+        >>> import tempfile, pathlib
+        >>> folder = pathlib.Path(tempfile.mkdtemp()) / "a"
+        >>> (folder / "b").mkdir(parents=True)
+        >>> remove_path(folder); remove_path(folder); folder.exists()
+        False
+    """
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=ignore_errors)
+        return
+    path.unlink(missing_ok=True)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from agentbench_rl.core.atomic import current_umask
+from agentbench_rl.core.atomic import current_umask, remove_path
 
 #: Default cap on what one install may write (the full WebShop catalogue is ~1.4 GB unpacked,
 #: ALFWorld's game files 344 MB); ``--max-bytes`` raises it.
@@ -154,10 +154,7 @@ def _remove_leftovers(target: Path) -> None:
         for leftover in target.parent.glob(f".{target.name}.{kind}-*"):
             pid = leftover.name.removeprefix(f".{target.name}.{kind}-").split("-")[0]
             if pid.isdigit() and not _alive(int(pid)):
-                if leftover.is_dir() and not leftover.is_symlink():
-                    shutil.rmtree(leftover, ignore_errors=True)
-                else:
-                    leftover.unlink(missing_ok=True)
+                remove_path(leftover, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -199,10 +196,7 @@ def swap_in(staged: Path, target: Path) -> None:
             os.replace(aside, target)
         raise
     if had_previous:
-        if aside.is_dir() and not aside.is_symlink():
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            aside.unlink(missing_ok=True)
+        remove_path(aside, ignore_errors=True)
 
 
 def download(

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.core.atomic import atomic_write_text, remove_path
 from agentbench_rl.core.hashing import sha256_file, weights_fingerprint
 from agentbench_rl.core.jsonfile import json_lines, read_json
 from agentbench_rl.core.lock import FolderLock
@@ -220,11 +220,21 @@ class RunFolder:
             shutil.rmtree(self.path, ignore_errors=True)
             return
         for name in (*_LAYOUT, NEW_CHECKPOINT, OLD_CHECKPOINT):
-            path = self.path / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            remove_path(self.path / name, ignore_errors=True)
+
+    def restart(self, checkpoint_kept: bool, iteration: int) -> None:
+        """Clear what a run that starts again after ``iteration`` must not keep: ``done.json``
+        (written again at the end), the validations of later iterations (they are done again)
+        and, on a fresh start (``checkpoint_kept`` false), every checkpoint, the reference and
+        every validation of an earlier attempt."""
+        remove_path(self.done_file)
+        if not checkpoint_kept:
+            for name in (CHECKPOINT, OLD_CHECKPOINT, NEW_CHECKPOINT, REFERENCE, VALIDATION):
+                remove_path(self.path / name)
+        for folder in sorted((self.path / VALIDATION).glob("iter-*")):
+            number = folder.name.removeprefix("iter-")
+            if number.isdigit() and int(number) > iteration:
+                remove_path(folder)
 
     # ------------------------------------------------------------------ the metrics journal
     def read_metrics(self) -> Metrics:

@@ -80,13 +80,8 @@ from agentbench_rl.rollout.batched import (
 from agentbench_rl.rollout.scripted import tokenizer_texts, train_task_ids
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
 from agentbench_rl.spec.run_folder import (
-    CHECKPOINT,
     DONE_FILE,
-    NEW_CHECKPOINT,
-    OLD_CHECKPOINT,
     POLICY,
-    REFERENCE,
-    VALIDATION,
     RunFolder,
     RunFolderError,
 )
@@ -576,22 +571,9 @@ def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoin
             )
     # Checked: from here on the folder is rewritten. What lies past the start point belongs to
     # iterations that are done again, and a fresh start keeps nothing of an earlier attempt.
-    _remove(run.done_file)  # written again when the run finishes
-    if point.checkpoint is None:
-        for name in (CHECKPOINT, OLD_CHECKPOINT, NEW_CHECKPOINT, REFERENCE, VALIDATION):
-            _remove(run.path / name)
-    for folder in sorted((run.path / VALIDATION).glob("iter-*")):
-        if folder.name > run.validation(point.iteration).name:
-            shutil.rmtree(folder)
+    run.restart(point.checkpoint is not None, point.iteration)
     atomic_write_text(run.config_file, dump_config(config))
     return point
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    else:
-        path.unlink(missing_ok=True)
 
 
 class GracefulStop:
