@@ -523,11 +523,13 @@ def _json_ready(values: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class StartPoint:
     """Where a run starts or resumes: its checkpoint (``None``: from the start), the iteration
-    the checkpoint was taken after, and the metrics rows up to that iteration."""
+    the checkpoint was taken after, the metrics rows up to that iteration, and the fingerprint
+    of the reference the checkpoint was checked against (``None``: not read yet)."""
 
     checkpoint: Path | None = None
     iteration: int = 0
     metrics: tuple[dict[str, Any], ...] = ()
+    reference_weights: str | None = None
 
 
 def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoint:
@@ -566,9 +568,8 @@ def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoin
                     f"checkpoint is of iteration {state.iteration}: rows were lost, so the run "
                     "cannot resume exactly"
                 )
-            point = StartPoint(
-                checkpoint, state.iteration, tuple(metrics.rows[: state.iteration + 1])
-            )
+            kept = tuple(metrics.rows[: state.iteration + 1])
+            point = StartPoint(checkpoint, state.iteration, kept, reference)
     # Checked: from here on the folder is rewritten. What lies past the start point belongs to
     # iterations that are done again, and a fresh start keeps nothing of an earlier attempt.
     run.restart(point.checkpoint is not None, point.iteration)
@@ -672,14 +673,17 @@ def setup_learner(
     else:
         policy, start_stats = initial_policy(config, device, progress)
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
-    reference = None
+    reference, reference_weights = None, None
     if config.kl_coef > 0:
+        reference_weights = point.reference_weights  # read when the checkpoint was checked
         if not run.reference.is_dir():
             policy.save(run.reference)
+            reference_weights = None
         reference = load_policy(run.reference, config, device).model.eval()
         for parameter in reference.parameters():
             parameter.requires_grad_(False)
-    reference_weights = weights_fingerprint(run.reference) if reference is not None else None
+        if reference_weights is None:  # hashed once: a 7B reference is 15 GB to read
+            reference_weights = weights_fingerprint(run.reference)
     if point.checkpoint is not None:
         load_training_state(point.checkpoint, optimizer)
     engine: VLLMActor | None = None
