@@ -100,6 +100,22 @@ def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
             raise ValueError(f"{name} line {number} is not valid JSON ({problem.reason})") from None
 
 
+def complete_lines(data: bytes, name: str) -> tuple[str, int]:
+    """The text of a journal's complete lines and their length in bytes: what follows the last
+    newline is a line torn by a kill, left out (the journals' shared rule). ``ValueError``
+    naming ``name`` when the text is not UTF-8.
+
+    Example:
+        >>> complete_lines(b'{"a": 1}\n{"a"', "j.jsonl")
+        ('{"a": 1}\n', 9)
+    """
+    complete_bytes = data.rfind(b"\n") + 1
+    try:
+        return data[:complete_bytes].decode("utf-8"), complete_bytes
+    except UnicodeDecodeError:
+        raise ValueError(f"{name} is not UTF-8 text") from None
+
+
 def read_json(path: Path, label: str | None = None) -> Any:
     """Parse a JSON file strictly; ``ValueError`` with one line naming the file (``label``, by
     default its name) and where the problem is.

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from agentbench_rl.core.jsonfile import json_lines
+from agentbench_rl.core.jsonfile import complete_lines, json_lines
 
 #: The type every journal field must have (``return`` and ``score`` may be written as ints).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -86,11 +86,7 @@ def read_journal(path: Path, columns: Sequence[str]) -> Journal:
     if not path.is_file():
         raise ValueError(f"{path} is not a file (the journal of an interrupted run)")
     data = path.read_bytes()
-    complete_bytes = data.rfind(b"\n") + 1
-    try:
-        text = data[:complete_bytes].decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not UTF-8 text") from None
+    text, complete_bytes = complete_lines(data, str(path))
     rows: list[dict[str, Any]] = []
     seen: set[tuple[int, str]] = set()
     duplicates = 0

@@ -25,8 +25,6 @@ JOURNAL_FILE = "episodes.partial.jsonl"
 SUMMARY_FILE = "summary.json"
 TRAJECTORIES = "trajectories"
 VIEW_PAGE = "view.html"
-#: The episode table's formats, by file suffix.
-EPISODE_FORMATS = ("csv", "parquet")
 
 
 class ResultsFolder:

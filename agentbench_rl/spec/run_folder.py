@@ -40,7 +40,7 @@ from typing import Any
 
 from agentbench_rl.core.atomic import atomic_write_text, remove_path
 from agentbench_rl.core.hashing import sha256_file, weights_fingerprint
-from agentbench_rl.core.jsonfile import json_lines, read_json
+from agentbench_rl.core.jsonfile import complete_lines, json_lines, read_json
 from agentbench_rl.core.lock import FolderLock
 
 CONFIG_FILE = "config.yaml"
@@ -78,12 +78,10 @@ class Metrics:
     Attributes:
         rows: one per iteration, in order, iteration ``i`` at index ``i``.
         torn: whether a torn last line was dropped.
-        complete_bytes: length of the file up to its last complete line.
     """
 
     rows: list[dict[str, Any]]
     torn: bool = False
-    complete_bytes: int = 0
 
     @property
     def last_iteration(self) -> int | None:
@@ -102,13 +100,9 @@ def parse_metrics(data: bytes, name: str) -> Metrics:
         ...
         agentbench_rl.spec.run_folder.RunFolderError: m.jsonl line 2 is iteration 2, but iteration 1 is missing before it
     """  # noqa: E501
-    complete_bytes = data.rfind(b"\n") + 1
-    try:
-        text = data[:complete_bytes].decode("utf-8")
-    except UnicodeDecodeError:
-        raise RunFolderError(f"{name} is not UTF-8 text") from None
     rows: list[dict[str, Any]] = []
     try:
+        text, complete_bytes = complete_lines(data, name)
         for number, row in json_lines(text, name):
             iteration = row.get("iteration") if isinstance(row, dict) else None
             if not isinstance(row, dict):
@@ -131,9 +125,9 @@ def parse_metrics(data: bytes, name: str) -> Metrics:
             rows.append(row)
     except RunFolderError:
         raise
-    except ValueError as problem:  # json_lines: the line is not JSON
+    except ValueError as problem:  # not UTF-8, or a line that is not JSON
         raise RunFolderError(str(problem)) from None
-    return Metrics(rows, torn=complete_bytes < len(data), complete_bytes=complete_bytes)
+    return Metrics(rows, torn=complete_bytes < len(data))
 
 
 @dataclass(frozen=True)
