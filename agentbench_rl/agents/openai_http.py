@@ -213,7 +213,7 @@ class ChatClient:
         self._prefix = parts.path
         self._local = threading.local()
         self._open: set[http.client.HTTPConnection] = set()  # in an exchange now
-        self._made: list[http.client.HTTPConnection] = []  # one per thread that asked
+        self._kept: set[http.client.HTTPConnection] = set()  # each thread's open one
         self._open_lock = threading.Lock()
 
     def _wait(self, seconds: float) -> None:
@@ -235,14 +235,14 @@ class ChatClient:
         connection = kind(self._host, timeout=self.timeout)
         self._local.connection = connection
         with self._open_lock:
-            self._made.append(connection)
+            self._kept.add(connection)
         return connection, False
 
     def close(self) -> None:
         """Close every kept connection (each thread's); later requests open new ones."""
         with self._open_lock:
-            made, self._made = self._made, []
-        for connection in made:
+            kept, self._kept = self._kept, set()
+        for connection in kept:
             connection.close()
         self._local = threading.local()
 
@@ -255,6 +255,8 @@ class ChatClient:
     def _drop(self, connection: http.client.HTTPConnection) -> None:
         connection.close()
         self._local.connection = None
+        with self._open_lock:  # a server that closes every connection makes one per request
+            self._kept.discard(connection)
 
     def _send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> _Answer:
         """One exchange within ``timeout`` (``OSError`` when the connection fails or the deadline
@@ -318,7 +320,7 @@ class ChatClient:
         connect_retries = retries if connect_retries is None else connect_retries
         refused = 0
         url = printable(f"{self.base_url}{path}")
-        data = json.dumps(payload, allow_nan=False).encode("utf-8") if payload else None
+        data = json.dumps(payload, allow_nan=False).encode("utf-8") if payload is not None else None
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
