@@ -81,9 +81,16 @@ def _fail(message: str) -> None:
 def _error_line(message: str) -> None:
     """``error: MESSAGE`` on stderr, one line: the message may echo user or server text, so it
     is never markup and its control characters are escaped."""
-    console.print(
-        f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True
-    )
+    _line("[bold red]error:[/]", message)
+
+
+def _warning_line(message: str) -> None:
+    """``warning: MESSAGE`` on stderr, as :func:`_error_line` writes errors."""
+    _line("[yellow]warning:[/]", message)
+
+
+def _line(label: str, message: str) -> None:
+    console.print(f"{label} {escape(printable(message))}", highlight=False, soft_wrap=True)
 
 
 @app.command("eval")
@@ -743,7 +750,7 @@ def leaderboard_init(
             f"{folder} is a sample, not the whole split (eval --limit); validate refuses it: "
             "rerun eval without --limit to submit"
         )
-        console.print(f"[yellow]warning:[/] {escape(sample)}", highlight=False, soft_wrap=True)
+        _warning_line(sample)
     metadata = metadata_template(summary)
     given = {"name": name, "contact": contact, "url": url}
     metadata |= {key: value for key, value in given.items() if value is not None}
@@ -787,14 +794,9 @@ def leaderboard_render(
     """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions."""
     from agentbench_rl.leaderboard.render import render
 
-    def skipped(message: str) -> None:
-        console.print(
-            f"[yellow]warning:[/] {escape(printable(message))}", highlight=False, soft_wrap=True
-        )
-
     try:
         require("plot", "leaderboard render")
-        written = render(root, on_skip=skipped)
+        written = render(root, on_skip=_warning_line)
     except (ValueError, ImportError) as problem:
         _fail(str(problem))
         return
