@@ -138,9 +138,7 @@ def check_run(run: Path, expected: dict[str, Any]) -> dict[str, Any]:
     except ValueError as problem:
         raise RunError(f"{run}: {problem}") from None
     sweep_config = config_from_dict(expected)
-    changed = stored.identity_changes(sweep_config)
-    if stored.iterations != sweep_config.iterations:
-        changed.append("iterations")
+    changed = stored.identity_changes(sweep_config, with_iterations=True)
     if changed:
         key = changed[0]
         mine, theirs = stored.to_dict(), sweep_config.to_dict()

@@ -334,14 +334,21 @@ class TrainConfig:
         """A 16-hex-digit hash of :meth:`identity` (what a checkpoint records as ``run``)."""
         return stable_hash(self.identity())[:16]
 
-    def identity_changes(self, other: TrainConfig) -> list[str]:
-        """The dotted names of the settings that change numbers and differ between the two.
+    def identity_changes(self, other: TrainConfig, with_iterations: bool = False) -> list[str]:
+        """The dotted names of the settings that change numbers and differ between the two, and
+        ``iterations`` too where ``with_iterations`` (a finished run filed as a sweep's cell,
+        verl's data files: there the length is part of what the run is).
 
         Example:
             >>> TrainConfig(seed=1).identity_changes(TrainConfig(seed=2, bc=BCConfig(epochs=3)))
             ['bc.epochs', 'seed']
+            >>> TrainConfig().identity_changes(TrainConfig(iterations=3), with_iterations=True)
+            ['iterations']
         """
-        return _differences(self.identity(), other.identity())
+        changed = _differences(self.identity(), other.identity())
+        if with_iterations and self.iterations != other.iterations:
+            changed.append("iterations")
+        return changed
 
 
 def _hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:

@@ -76,9 +76,7 @@ def prepare_run(
             )
         stored = read_run_config(config_file)
         # verl's data files hold n_tasks x iterations rows: here the length changes numbers too
-        changed = config.identity_changes(stored)
-        if stored.iterations != config.iterations:
-            changed.append("iterations")
+        changed = config.identity_changes(stored, with_iterations=True)
         if changed:
             raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
     splits = {"train": config.train_split, "val": config.val_split}
