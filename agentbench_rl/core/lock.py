@@ -40,6 +40,29 @@ class FolderLock:
         self.path = Path(folder) / LOCK
         self._fd: int | None = None
 
+    @classmethod
+    def making(cls, folder: Path, kind: str, label: str = "") -> FolderLock:
+        """The lock of ``folder``, made first (with its parents) when it is not there; a
+        ``ValueError`` in one line, ``label`` first, when a file has its name or it cannot be
+        made (``kind`` names what the folder is for).
+
+        Example:
+            >>> FolderLock.making(Path(__file__), "results folder", "--out ")
+            Traceback (most recent call last):
+            ...
+            ValueError: --out .../lock.py is a file, not a results folder
+        """
+        folder = Path(folder)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{label}{folder} is a file, not a {kind}")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(
+                f"{label}{folder} cannot be made ({error.strerror or error})"
+            ) from None
+        return cls(folder)
+
     def acquire(self) -> None:
         """Take the lock, or raise :class:`FolderInUseError` naming the holder."""
         while True:

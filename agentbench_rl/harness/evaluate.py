@@ -404,12 +404,6 @@ def evaluate(
     if workers > 1:
         prepared = None
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file, not a results folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise ValueError(f"--out {out} cannot be made ({error.strerror or error})") from None
     with ResultsFolder(out).lock():  # one run writes a results folder at a time
         return _evaluate_in(
             config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared

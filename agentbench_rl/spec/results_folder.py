@@ -53,5 +53,5 @@ class ResultsFolder:
         return self.path / f"episodes.{episodes_format}"
 
     def lock(self) -> FolderLock:
-        """The folder's lock: one process writes an evaluation at a time."""
-        return FolderLock(self.path)
+        """The folder's lock, making the folder: one process writes an evaluation at a time."""
+        return FolderLock.making(self.path, "results folder", "--out ")

@@ -180,15 +180,10 @@ class RunFolder:
 
     def lock(self) -> FolderLock:
         """The folder's lock (rule 1), creating the folder; use it as a ``with`` block."""
-        if self.path.exists() and not self.path.is_dir():
-            raise RunFolderError(f"{self.path} is a file, not a run folder")
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise RunFolderError(
-                f"{self.path} cannot be made ({error.strerror or error})"
-            ) from None
-        return FolderLock(self.path)
+            return FolderLock.making(self.path, "run folder")
+        except ValueError as problem:
+            raise RunFolderError(str(problem)) from None
 
     # ------------------------------------------------------------------ what the folder holds
     def holds_run(self) -> bool:
