@@ -30,8 +30,9 @@ import socket
 import struct
 import threading
 import time
+import weakref
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -215,6 +216,9 @@ class ChatClient:
         self._open: set[http.client.HTTPConnection] = set()  # in an exchange now
         self._kept: set[http.client.HTTPConnection] = set()  # each thread's open one
         self._open_lock = threading.Lock()
+        # A client dropped without close() (an agent at the end of an evaluation) closes its
+        # kept connections as it goes, instead of leaving each socket to the collector.
+        weakref.finalize(self, _close_all, self._kept)
 
     def _wait(self, seconds: float) -> None:
         self._cancelled.wait(seconds)  # returns at once when cancelled
@@ -241,9 +245,9 @@ class ChatClient:
     def close(self) -> None:
         """Close every kept connection (each thread's); later requests open new ones."""
         with self._open_lock:
-            kept, self._kept = self._kept, set()
-        for connection in kept:
-            connection.close()
+            kept = list(self._kept)
+            self._kept.clear()
+        _close_all(kept)
         self._local = threading.local()
 
     def _forget(self) -> None:
@@ -375,6 +379,11 @@ class ChatClient:
         except (KeyError, IndexError, TypeError):
             shown = printable(f"{answer!r:.200}")
             raise ServerError(f"unexpected answer from {self.base_url}: {shown}") from None
+
+
+def _close_all(connections: Iterable[http.client.HTTPConnection]) -> None:
+    for connection in list(connections):
+        connection.close()
 
 
 def _expire(connection: http.client.HTTPConnection, expired: threading.Event) -> None:
