@@ -274,7 +274,7 @@ def train_command(
 
             ours, verl_extra = split_overrides(ours)
         train_config = load_config(config, [*extra, *ours])
-        train_config.validate()
+        train_config.check()
         if show_config:
             from agentbench_rl.train.config import dump_config
 

@@ -17,6 +17,7 @@ Two answer formats, one per action mode:
 from __future__ import annotations
 
 import re
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,7 +25,7 @@ from typing import Any, Literal
 from agentbench_rl.envs.base import TextAgentEnv
 
 ActionMode = Literal["generate", "choose"]
-ACTION_MODES: tuple[str, ...] = ("generate", "choose")
+ACTION_MODES: tuple[str, ...] = typing.get_args(ActionMode)
 
 FORMAT_GENERATE = (
     "Think step by step inside <think> </think>, then give exactly one admissible action "

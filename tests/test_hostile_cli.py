@@ -238,8 +238,11 @@ ONE_LINE_REFUSALS = [
     (lambda t: _training(t, "device=cuda:7"), "has no CUDA GPU"),
     (lambda t: _training(t, "learning_rate=inf"), "learning_rate must be a finite number"),
     (lambda t: _training(t, "max_grad_norm=nan"), "max_grad_norm must be a finite number"),
-    (lambda t: _training(t, "tiny.heads=3"), "must split into tiny.heads 3 heads"),
-    (lambda t: _training(t, "tiny.hidden_size=0"), "tiny.hidden_size must be a whole number"),
+    (lambda t: _training(t, "tiny.heads=3"), "tiny: hidden_size 128 must split into heads 3 heads"),
+    (
+        lambda t: _training(t, "tiny.hidden_size=0"),
+        "tiny.hidden_size must be a whole number >= 1, got 0",
+    ),
     (lambda t: _training(t, 'env_kwargs={"x": 1}'), "takes no option 'x'"),
 ]
 

@@ -10,7 +10,7 @@ import os
 import random
 import subprocess
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +94,14 @@ def test_advantage_norm_is_applied_over_the_real_rows_as_the_home_trainer_does()
 def test_verl_settings_carry_advantage_norm_and_refuse_validation_settings() -> None:
     base = TrainConfig(env="sokoban", estimator="grpo")
     assert settings_from_config(base).advantage_norm == "none"
-    normed = settings_from_config(replace(base, advantage_norm="batch_std"))
+    normed = settings_from_config(base.model_copy(update={"advantage_norm": "batch_std"}))
     assert VerlSettings.from_mapping(asdict(normed)).advantage_norm == "batch_std"
     for change, name in (
         ({"val_greedy": True}, "val_greedy"),
         ({"val_seeds": [0, 1]}, "val_seeds"),
     ):
         with pytest.raises(ValueError, match=rf"does not validate while training.*{name}"):
-            settings_from_config(replace(base, **change))
+            settings_from_config(base.model_copy(update=change))
 
 
 def test_verl_data_keeps_the_train_categories() -> None:

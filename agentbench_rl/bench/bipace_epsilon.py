@@ -148,7 +148,7 @@ def run(
     for epsilon in epsilons:  # by BiPACE's own parameter rule
         resolve("bipace").check_params({"epsilon": epsilon})
     config = load_config(config_path, [*overrides, "estimator=bipace"])
-    config.validate()
+    config.check()
     step_batches = rollout_batches(config, batches)
     results = sweep_epsilon(step_batches, epsilons)
     if console is not None:

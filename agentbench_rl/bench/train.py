@@ -27,7 +27,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +116,7 @@ def measure(
     from agentbench_rl.rollout.batched import success_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
-    sides = {"base": config, "candidate": replace(config, estimator=candidate)}
+    sides = {"base": config, "candidate": config.model_copy(update={"estimator": candidate})}
     params = {side: side_config.estimator_kwargs() for side, side_config in sides.items()}
     hidden = {side: side_config.needs_hidden() for side, side_config in sides.items()}
     policy, pool, rollout = prepared(config, tick)
@@ -203,7 +202,7 @@ def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[st
     second."""
     timers = {
         "model": iteration_timer(config),
-        "other": iteration_timer(replace(config, model=other)),
+        "other": iteration_timer(config.model_copy(update={"model": other})),
     }
     seconds: dict[str, list[float]] = {"model": [], "other": []}
     rows: dict[str, int] = {}

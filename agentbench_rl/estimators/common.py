@@ -7,6 +7,7 @@ index ``t`` (every trajectory at once), never one Python step per row.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -22,7 +23,8 @@ Anchor = Literal["obs", "state"]
 
 STD_EPS = 1e-6  # added to every standard deviation the spec divides by
 #: What :func:`normalize_advantages` can do to an estimator's advantages (``advantage_norm``).
-ADVANTAGE_NORMS = ("none", "batch_std")
+AdvantageNorm = Literal["none", "batch_std"]
+ADVANTAGE_NORMS: tuple[str, ...] = typing.get_args(AdvantageNorm)
 
 
 def combine_codes(*columns: np.ndarray) -> tuple[np.ndarray, int]:

@@ -50,6 +50,7 @@ from agentbench_rl.rollout.episode import (
     episode_seed,
     play,
 )
+from agentbench_rl.spec.records import EvaluationSummary
 from agentbench_rl.spec.results_folder import ResultsFolder
 
 EPISODE_COLUMNS = (
@@ -495,25 +496,23 @@ def _evaluate_in(
     write_episodes(episodes, folder.episodes_file(config.episodes_format))
 
     origin = provenance(config.agent)
-    summary: dict[str, Any] = {
-        "env": config.env,
-        "split": config.split,
-        "agent": config.agent,
-        "seeds": list(config.seeds),
-        "split_checksum": env.results_checksum(env.checksum()),
-        "complete_split": len(tasks) == len(env.task_ids(config.split)),
-        **summarize(episodes),
-        # actions that were not text (an agent returning None): invalid, counted apart
-        "non_string_actions": sum(int(row.get("non_string_actions", 0)) for row in rows),
-        "config": asdict(config),
-        "package_version": agentbench_rl.__version__,
-        "git_commit": origin.pop("git_commit"),
-        "provenance": origin,
-        "agent_fingerprint": fingerprint,
-    }
     data = data_fingerprint(config.env, env, config.split)
-    if data is not None:
-        summary["data"] = data
+    record = EvaluationSummary(
+        env=config.env,
+        split=config.split,
+        agent=config.agent,
+        seeds=list(config.seeds),
+        split_checksum=env.results_checksum(env.checksum()),
+        complete_split=len(tasks) == len(env.task_ids(config.split)),
+        non_string_actions=sum(int(row.get("non_string_actions", 0)) for row in rows),
+        config=asdict(config),
+        package_version=agentbench_rl.__version__,
+        git_commit=origin.pop("git_commit"),
+        provenance=origin,
+        agent_fingerprint=fingerprint,
+        **({"data": data} if data is not None else {}),
+    )
+    summary = record.to_json(summarize(episodes))
     atomic_write_text(folder.summary_file, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     folder.journal_file.unlink(missing_ok=True)
     return summary

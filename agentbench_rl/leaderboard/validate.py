@@ -46,6 +46,7 @@ from agentbench_rl.leaderboard.schema import (
     load_metadata,
     seed_list,
 )
+from agentbench_rl.spec.records import EvaluationSummary
 from agentbench_rl.spec.results_folder import CONFIG_FILE as CONFIG
 from agentbench_rl.spec.results_folder import SUMMARY_FILE as SUMMARY
 
@@ -64,20 +65,10 @@ MAX_AGENT_LENGTH = 500
 _AGENT = re.compile(rf"[^\x00-\x1f\x7f]{{1,{MAX_AGENT_LENGTH}}}")
 #: Bound on an episode's return where the env has no reward rule to check it against.
 MAX_RETURN = 1e9
-#: Fields of summary.json that the harness writes besides the figures ``summarize`` recomputes.
-RUN_FIELDS = (
-    "env",
-    "split",
-    "agent",
-    "seeds",
-    "split_checksum",
-    "complete_split",
-    "config",
-    "package_version",
-    "git_commit",
-)
-#: Run fields a summary may carry (newer harness versions) that are not recomputed from episodes.
-OPTIONAL_RUN_FIELDS = ("non_string_actions", "provenance", "agent_fingerprint", "data")
+#: Fields of summary.json that the harness writes besides the figures ``summarize`` recomputes,
+#: and those newer harness versions add (not recomputed from episodes).
+RUN_FIELDS = EvaluationSummary.required_fields()
+OPTIONAL_RUN_FIELDS = EvaluationSummary.optional_fields()
 #: Figures ``summary.json`` gained after submissions were filed: checked where present.
 LATER_FIGURES = ("pass_at_k",)
 

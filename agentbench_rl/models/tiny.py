@@ -11,75 +11,70 @@ tags (``<think>``, ``<action>`` and their closing tags) are one token each.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, model_validator
 
 from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.spec.typed import Spec, Whole
+
+#: A size of the architecture: a whole number >= 1.
+Size = Annotated[Whole, Field(ge=1)]
 
 
-@dataclass
-class TinyModelConfig:
+class TinyModelConfig(Spec):
     """The ``tiny`` model: a random-initialised Qwen2-architecture causal LM and a byte-level
     BPE tokenizer trained on the env's own text at start-up."""
 
-    hidden_size: int = 128
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate_size: int = 256
-    vocab_size: int = 512
-    max_positions: int = 1024
-    tokenizer_episodes: int = 200  # expert and random episodes whose text trains the tokenizer
+    hidden_size: Size = 128
+    layers: Size = 2
+    heads: Size = 4
+    kv_heads: Size = 2
+    intermediate_size: Size = 256
+    vocab_size: Size = 512
+    max_positions: Size = 1024
+    tokenizer_episodes: Size = 200  # expert and random episodes whose text trains the tokenizer
 
-    def check(self, where: str) -> None:
-        """Refuse sizes the architecture cannot be built with, in one line naming the field."""
-        _check_sizes(self, where, [("hidden_size", "heads")])
+    @model_validator(mode="after")
+    def _buildable(self) -> TinyModelConfig:
+        _check_widths(self, [("hidden_size", "heads")])
+        return self
 
 
-@dataclass
-class TinyVLConfig:
+class TinyVLConfig(Spec):
     """The ``tiny-vl`` model: a random-initialised Qwen2.5-VL (small vision tower, small
     language model) and the ``tiny`` byte-level BPE tokenizer plus the vision tokens."""
 
-    hidden_size: int = 64
-    layers: int = 2
-    heads: int = 4
-    kv_heads: int = 2
-    intermediate_size: int = 128
-    vision_depth: int = 2
-    vision_hidden_size: int = 32
-    vision_heads: int = 2
-    vision_intermediate_size: int = 64
-    vocab_size: int = 512
-    tokenizer_episodes: int = 100
+    hidden_size: Size = 64
+    layers: Size = 2
+    heads: Size = 4
+    kv_heads: Size = 2
+    intermediate_size: Size = 128
+    vision_depth: Size = 2
+    vision_hidden_size: Size = 32
+    vision_heads: Size = 2
+    vision_intermediate_size: Size = 64
+    vocab_size: Size = 512
+    tokenizer_episodes: Size = 100
 
-    def check(self, where: str) -> None:
-        """Refuse sizes the architecture cannot be built with, in one line naming the field."""
-        _check_sizes(
-            self, where, [("hidden_size", "heads"), ("vision_hidden_size", "vision_heads")]
-        )
+    @model_validator(mode="after")
+    def _buildable(self) -> TinyVLConfig:
+        _check_widths(self, [("hidden_size", "heads"), ("vision_hidden_size", "vision_heads")])
+        return self
 
 
-def _check_sizes(config: Any, where: str, widths: list[tuple[str, str]]) -> None:
-    """Every size a whole number >= 1; each width split into heads of an even size (rotary
-    embeddings rotate pairs); the attention heads a multiple of the key-value heads."""
-    for item in dataclasses.fields(config):
-        value = getattr(config, item.name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{where}.{item.name} must be a whole number >= 1, got {value!r}")
+def _check_widths(config: Any, widths: list[tuple[str, str]]) -> None:
+    """Each width split into heads of an even size (rotary embeddings rotate pairs); the
+    attention heads a multiple of the key-value heads."""
     for width, heads in widths:
         size, count = getattr(config, width), getattr(config, heads)
         if size % count or (size // count) % 2:
             raise ValueError(
-                f"{where}.{width} {size} must split into {where}.{heads} {count} heads of an "
-                "even size"
+                f"{width} {size} must split into {heads} {count} heads of an even size"
             )
     if config.heads % config.kv_heads:
-        raise ValueError(
-            f"{where}.heads {config.heads} must be a multiple of {where}.kv_heads {config.kv_heads}"
-        )
+        raise ValueError(f"heads {config.heads} must be a multiple of kv_heads {config.kv_heads}")
 
 
 EOS_TOKEN = "<|endoftext|>"

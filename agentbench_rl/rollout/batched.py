@@ -10,9 +10,10 @@ same forward.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -161,7 +162,8 @@ def rollout_groups(
 
 #: The rewards a run can train on: ``success`` (``success_reward`` at the last step of a won
 #: trajectory, the papers' ``10 * won``) or ``env`` (the env's own reward at every step).
-REWARDS = ("success", "env")
+Reward = Literal["success", "env"]
+REWARDS: tuple[str, ...] = typing.get_args(Reward)
 
 
 def training_reward(record: Mapping[str, Any], reward: str, success_reward: float) -> float:

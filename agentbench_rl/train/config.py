@@ -10,24 +10,22 @@ overrides are parsed as YAML scalars, so ``val_limit=null`` and ``lr=1e-4`` do w
 from __future__ import annotations
 
 import copy
-import dataclasses
-import difflib
-import math
 import os
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+from pydantic.fields import FieldInfo
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import tasks_of_categories
-from agentbench_rl.estimators.common import ADVANTAGE_NORMS
+from agentbench_rl.estimators.common import AdvantageNorm
 from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
-from agentbench_rl.prompting import ACTION_MODES, PromptConfig
-from agentbench_rl.rollout.batched import REWARDS
+from agentbench_rl.prompting import ActionMode, PromptConfig
+from agentbench_rl.rollout.batched import Reward
+from agentbench_rl.spec.typed import Flag, Number, Spec, Text, Whole, did_you_mean
 
 if TYPE_CHECKING:
     from agentbench_rl.harness.evaluate import EvalConfig
@@ -36,104 +34,138 @@ if TYPE_CHECKING:
 #: how long it goes on. :meth:`TrainConfig.identity` leaves these out, so a run may resume with
 #: other values of them (another Ray address, more iterations) but with nothing else changed.
 RUN_OPTION = {"changes_numbers": False}
+#: Field metadata of a setting the warm start depends on (the tiny model's tokenizer and init,
+#: behaviour cloning): :func:`warm_start_identity` is these fields of the identity, and a cached
+#: BC result is reused only where they all agree.
+WARM_START = {"warm_start": True}
+#: The version of the config format. 1: the flat keys every run folder, sweep file and
+#: leaderboard entry written so far holds (a file without ``config_version`` is of version 1).
+CONFIG_VERSION = 1
+
+Positive = Annotated[Whole, Field(ge=1)]
+Fraction = Annotated[Number, Field(ge=0, le=1)]
+NonNegative = Annotated[Number, Field(ge=0)]
+Backend = Literal["local", "ray"]
+Engine = Literal["hf", "vllm"]
+DType = Literal["float32", "bfloat16", "float16"]
 
 
-@dataclass
-class BCConfig:
+def _field(default: Any, *metadata: Mapping[str, Any], **kwargs: Any) -> Any:
+    """A field's default (a callable: a factory, for the mutable ones) and its metadata."""
+    extra = {key: value for entry in metadata for key, value in entry.items()} or None
+    if callable(default):
+        return Field(default_factory=default, json_schema_extra=extra, **kwargs)
+    return Field(default, json_schema_extra=extra, **kwargs)
+
+
+class BCConfig(Spec):
     """Behaviour cloning on the expert's trajectories before RL (the tiny model needs it)."""
 
-    enabled: bool = False
-    episodes: int = 500  # expert episodes on train tasks
-    epochs: int = 2
-    learning_rate: float = 1e-3
-    batch_size: int = 64  # rows per optimiser step
+    enabled: Flag = _field(False, WARM_START)
+    episodes: Positive = _field(500, WARM_START)  # expert episodes on train tasks
+    epochs: Positive = _field(2, WARM_START)
+    learning_rate: NonNegative = _field(1e-3, WARM_START)
+    batch_size: Positive = _field(64, WARM_START)  # rows per optimiser step
     # reuse a BC result across runs that share its settings
-    cache_dir: str | None = field(default=None, metadata=RUN_OPTION)
+    cache_dir: Text | None = _field(None, RUN_OPTION)
     # Seed of the warm start (tiny model's init and tokenizer, BC tasks and order); None: the
     # run's seed. A fixed value gives every seed of a sweep one warm start: seeds differ in RL.
-    seed: int | None = None
+    seed: Whole | None = _field(None, WARM_START)
 
 
-@dataclass
-class TrainConfig:
-    """One training run: env x estimator x model x seed and every setting of the method."""
+class TrainConfig(Spec):
+    """One training run: env x estimator x model x seed and every setting of the method.
 
-    env: str = "sokoban"
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    estimator: str = "gigpo"
-    estimator_params: dict[str, Any] = field(default_factory=dict)
-    model: str = "tiny"
-    seed: int = 0
-    iterations: int = field(default=150, metadata=RUN_OPTION)  # a resumed run may go on longer
+    Every field is typed, and its range or choices are part of its type: a wrong value is
+    refused when it comes in (``TrainConfig(clip_ratio=1.5)``: ``clip_ratio must be < 1, got
+    1.5``). :meth:`check` adds what needs the registries (the env's splits and options, the
+    estimator's parameters). Fields marked :data:`RUN_OPTION` change no number; those marked
+    :data:`WARM_START` are what the warm start depends on.
+
+    Example:
+        >>> TrainConfig(estimator="grpo", seed=3).identity()["seed"]
+        3
+    """
+
+    config_version: Literal[1] = _field(CONFIG_VERSION, RUN_OPTION)
+    env: Text = _field("sokoban", WARM_START)
+    env_kwargs: dict[str, Any] = _field(dict, WARM_START)
+    estimator: Text = "gigpo"
+    estimator_params: dict[str, Any] = _field(dict)
+    model: Text = _field("tiny", WARM_START)
+    seed: Whole = 0
+    iterations: Positive = _field(150, RUN_OPTION)  # a resumed run may go on longer
 
     # rollouts
-    n_tasks: int = 16  # N tasks of the train split per iteration
-    group_size: int = 8  # G trajectories on each task
-    train_split: str = "train"
+    n_tasks: Positive = 16  # N tasks of the train split per iteration
+    group_size: Positive = 8  # G trajectories on each task
+    train_split: Text = _field("train", WARM_START)
     # Train (and behaviour-clone) only on tasks of these categories (the env's category(), such
     # as TextCraft's "depth-1"); empty: every task of the split.
-    train_categories: list[str] = field(default_factory=list)
-    max_steps: int | None = None  # the env's step limit when None
-    history: int = 2
-    history_observations: bool = True
-    instruction: str | None = None  # None: the env's own line (its prompt_instruction)
-    action_mode: str = "generate"
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    max_prompt_tokens: int = 2048  # longer prompts lose their oldest tokens
-    forward_batch_size: int = 64  # rows per batched forward (choose mode: rows x actions)
+    train_categories: list[Text] = _field(list, WARM_START)
+    max_steps: Positive | None = _field(None, WARM_START)  # the env's step limit when None
+    history: Annotated[Whole, Field(ge=0)] = _field(2, WARM_START)
+    history_observations: Flag = _field(True, WARM_START)
+    instruction: Text | None = _field(None, WARM_START)  # None: the env's prompt_instruction
+    action_mode: ActionMode = _field("generate", WARM_START)
+    temperature: Annotated[Number, Field(gt=0)] = 1.0
+    top_p: Annotated[Number, Field(gt=0, le=1)] = 1.0
+    max_new_tokens: Positive = 256
+    max_prompt_tokens: Positive = _field(2048, WARM_START)  # longer prompts lose oldest tokens
+    forward_batch_size: Positive = 64  # rows per batched forward (choose mode: rows x actions)
 
     # rewards and the estimator
-    reward: str = "success"  # "success": success_reward at a won episode's end; "env": env reward
-    success_reward: float = 10.0
-    invalid_penalty: float = 0.1
-    gamma: float = 0.95
-    hidden_layer: int = 12  # BiPACE: residual stream at layer -hidden_layer, last prompt token
+    reward: Reward = "success"  # "success": success_reward at a won episode's end; "env"
+    success_reward: Number = 10.0
+    invalid_penalty: NonNegative = 0.1
+    gamma: Fraction = 0.95
+    hidden_layer: Positive = 12  # BiPACE: residual stream at layer -hidden_layer, last prompt
     # "none" (the papers'): the estimator's advantages as they are. "batch_std": divided by their
     # standard deviation over the iteration's rows (mean and signs kept), so the fixed KL and
     # entropy weights mean the same for every estimator (their raw scales differ up to ~4x).
-    advantage_norm: str = "none"
+    advantage_norm: AdvantageNorm = "none"
 
     # PPO-clip
-    learning_rate: float = 1e-6
-    clip_ratio: float = 0.2
-    kl_coef: float = 0.01
-    entropy_coef: float = 0.001
-    ppo_epochs: int = 1
-    minibatch_size: int = 256  # rows per optimiser step
-    max_grad_norm: float = 1.0
+    learning_rate: NonNegative = 1e-6
+    clip_ratio: Annotated[Number, Field(gt=0, lt=1)] = 0.2
+    kl_coef: NonNegative = 0.01
+    entropy_coef: NonNegative = 0.001
+    ppo_epochs: Positive = 1
+    minibatch_size: Positive = 256  # rows per optimiser step
+    max_grad_norm: Annotated[Number, Field(gt=0)] = 1.0
 
     # validation, checkpoints, logging
-    val_every: int = 5
-    val_split: str = "val"
-    val_limit: int | None = None  # a seeded sample of N tasks, stratified (None: all)
+    val_every: Positive = 5
+    val_split: Text = "val"
+    val_limit: Positive | None = None  # a seeded sample of N tasks, stratified (None: all)
     # Validate only on tasks of these categories (the harness's ``categories``; TextCraft trained
     # on depth-1/2 goals is validated on those); empty: every category of the val split.
-    val_categories: list[str] = field(default_factory=list)
-    val_seeds: list[int] = field(default_factory=lambda: [0])  # one evaluation per seed
+    val_categories: list[Text] = _field(list)
+    val_seeds: list[Whole] = _field(lambda: [0], min_length=1)  # one evaluation per seed
     # True: validation takes the most likely action (choose mode: the best score; generate:
     # greedy decoding), so a point measures the policy, not the sampling noise of one draw per
     # step; False: sampled at ``temperature``, as in training. Recorded in each metrics row.
-    val_greedy: bool = False
-    checkpoint_every: int = 5
+    val_greedy: Flag = False
+    checkpoint_every: Positive = 5
 
     # where things run
-    backend: str = field(default="local", metadata=RUN_OPTION)  # env workers: "local" or "ray"
-    ray_address: str | None = field(default=None, metadata=RUN_OPTION)
-    env_workers: int = field(default=2, metadata=RUN_OPTION)  # Ray env actors
-    engine: str = "hf"  # rollout generation: "hf" (generate / batched scoring) or "vllm"
-    vllm_gpu_memory_utilization: float = field(default=0.5, metadata=RUN_OPTION)
-    device: str = "auto"  # "auto": cuda when present, else cpu
-    dtype: str = "float32"
-    torch_threads: int = 1  # CPU threads (0: torch's default); small models run best on one
+    backend: Backend = _field("local", RUN_OPTION)  # env workers: "local" or "ray"
+    ray_address: Text | None = _field(None, RUN_OPTION)
+    env_workers: Positive = _field(2, RUN_OPTION)  # Ray env actors
+    engine: Engine = "hf"  # rollout generation: "hf" (generate / batched scoring) or "vllm"
+    vllm_gpu_memory_utilization: Annotated[Number, Field(gt=0, le=1)] = _field(0.5, RUN_OPTION)
+    device: Text = "auto"  # "auto": cuda when present, else cpu
+    dtype: DType = _field("float32", WARM_START)
+    torch_threads: Annotated[Whole, Field(ge=0)] = 1  # CPU threads (0: torch's default)
 
-    tiny: TinyModelConfig = field(default_factory=TinyModelConfig)
-    tiny_vl: TinyVLConfig = field(default_factory=TinyVLConfig)  # model: tiny-vl
-    bc: BCConfig = field(default_factory=BCConfig)
+    tiny: TinyModelConfig = _field(TinyModelConfig, WARM_START)
+    tiny_vl: TinyVLConfig = _field(TinyVLConfig, WARM_START)  # model: tiny-vl
+    bc: BCConfig = _field(BCConfig)
 
-    def validate(self) -> None:
-        """Raise ``ValueError`` with one line naming the first bad field."""
+    def check(self) -> None:
+        """Refuse, in one line naming the field, what the types cannot see: an unknown env (an
+        alias becomes the env's name), split, category or env option, an unknown estimator or
+        parameter."""
         from agentbench_rl.envs import env_class, resolve, unknown_options
 
         entry = resolve(self.env)
@@ -160,57 +192,6 @@ class TrainConfig:
             known = env_class(self.env).task_categories(split)
             if known is not None:
                 tasks_of_categories(known, list(known), wanted, name, split)
-        if self.action_mode not in ACTION_MODES:
-            raise ValueError(f"action_mode '{self.action_mode}' (choose from generate, choose)")
-        choices = {
-            "reward": REWARDS,
-            "backend": ("local", "ray"),
-            "engine": ("hf", "vllm"),
-            "dtype": ("float32", "bfloat16", "float16"),
-            "advantage_norm": ADVANTAGE_NORMS,
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(
-                    f"{name} '{getattr(self, name)}' (choose from {', '.join(allowed)})"
-                )
-        positive = (
-            "iterations",
-            "n_tasks",
-            "group_size",
-            "max_new_tokens",
-            "max_prompt_tokens",
-            "forward_batch_size",
-            "ppo_epochs",
-            "minibatch_size",
-            "val_every",
-            "checkpoint_every",
-            "env_workers",
-            "hidden_layer",
-        )
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.history < 0:
-            raise ValueError(f"history must be >= 0, got {self.history}")
-        if not 0 < self.clip_ratio < 1:
-            raise ValueError(f"clip_ratio must be in (0, 1), got {self.clip_ratio}")
-        for name in ("kl_coef", "entropy_coef", "invalid_penalty", "learning_rate"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
-        if self.temperature <= 0:
-            raise ValueError(f"temperature must be > 0, got {self.temperature}")
-        if not self.val_seeds:
-            raise ValueError("val_seeds: give at least one seed")
-        for name, value in _numbers(self):
-            if not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number, got {value}")
-        if self.model == "tiny":
-            self.tiny.check("tiny")
-        elif self.model == "tiny-vl":
-            self.tiny_vl.check("tiny_vl")
         unknown = unknown_options(env_class(self.env), self.env_kwargs)
         if unknown:
             raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
@@ -243,11 +224,10 @@ class TrainConfig:
 
     def prompt_config(self) -> PromptConfig:
         """The prompt settings the policy is trained (and evaluated) with."""
-        mode = typing.cast(typing.Any, self.action_mode)
         return PromptConfig(
             history=self.history,
             history_observations=self.history_observations,
-            mode=mode,
+            mode=self.action_mode,
             instruction=self.instruction,
         )
 
@@ -316,12 +296,13 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (what ``config.yaml`` of a run holds)."""
-        return asdict(self)
+        return self.model_dump()
 
     def identity(self) -> dict[str, Any]:
         """The settings that change the run's numbers: every field but the run options
-        (:data:`RUN_OPTION`). Resuming, the leaderboard's check of a run and the verl launcher
-        compare these, and checkpoints record their hash (:meth:`identity_hash`).
+        (:data:`RUN_OPTION`). Resuming, the leaderboard's check of a run, the verl launcher and
+        the BC cache (:func:`warm_start_identity`) compare these, and checkpoints record their
+        hash (:meth:`identity_hash`).
 
         Example:
             >>> a, b = TrainConfig(), TrainConfig(backend="ray", iterations=300)
@@ -350,6 +331,24 @@ class TrainConfig:
             changed.append("iterations")
         return changed
 
+    def warm_start_identity(self) -> dict[str, Any]:
+        """The part of :meth:`identity` the warm start depends on (fields marked
+        :data:`WARM_START`, the model section in use only, the seed of the warm start): two
+        runs whose warm-start identities agree start from the same weights.
+
+        Example:
+            >>> a = TrainConfig(seed=1, learning_rate=1e-4, bc=BCConfig(enabled=True, seed=0))
+            >>> b = TrainConfig(seed=2, bc=BCConfig(enabled=True, seed=0))
+            >>> a.warm_start_identity() == b.warm_start_identity()  # RL settings differ only
+            True
+        """
+        values = _warm_start(self)
+        values.pop("tiny_vl" if self.model != "tiny-vl" else "tiny")
+        if not self.train_categories:  # BC results cached before the field existed stay valid
+            values.pop("train_categories")
+        values["seed"] = self.warm_start_seed()
+        return values
+
 
 def _hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:
     """Whether the Hugging Face hub answers at all within ``timeout`` (any HTTP answer counts:
@@ -368,27 +367,33 @@ def _hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:
     return True, ""
 
 
-def _numbers(instance: Any, prefix: str = "") -> list[tuple[str, float]]:
-    """Every float field, nested ones by dotted name."""
-    found = []
-    for item in dataclasses.fields(instance):
-        value = getattr(instance, item.name)
-        if dataclasses.is_dataclass(value):
-            found += _numbers(value, f"{prefix}{item.name}.")
-        elif isinstance(value, float):
-            found.append((f"{prefix}{item.name}", value))
-    return found
+def _marked(info: FieldInfo, mark: str, default: bool) -> bool:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    return bool(extra.get(mark, default))
 
 
-def _identity(instance: Any) -> dict[str, Any]:
+def _identity(model: BaseModel) -> dict[str, Any]:
+    """Every field of ``model`` but the run options, sections by the same rule."""
+    return {
+        name: _identity(value) if isinstance(value, BaseModel) else copy.deepcopy(value)
+        for name, info in type(model).model_fields.items()
+        if _marked(info, "changes_numbers", True)
+        for value in (getattr(model, name),)
+    }
+
+
+def _warm_start(model: BaseModel) -> dict[str, Any]:
+    """The identity of the fields marked :data:`WARM_START`; in an unmarked section, of its
+    marked fields (BC's settings but its cache folder)."""
     values: dict[str, Any] = {}
-    for item in dataclasses.fields(instance):
-        if not item.metadata.get("changes_numbers", True):
-            continue
-        value = getattr(instance, item.name)
-        values[item.name] = (
-            _identity(value) if dataclasses.is_dataclass(value) else copy.deepcopy(value)
-        )
+    for name, info in type(model).model_fields.items():
+        value = getattr(model, name)
+        if _marked(info, "warm_start", False):
+            values[name] = (
+                _identity(value) if isinstance(value, BaseModel) else copy.deepcopy(value)
+            )
+        elif isinstance(value, BaseModel) and (inner := _warm_start(value)):
+            values[name] = inner
     return values
 
 
@@ -403,80 +408,20 @@ def _differences(mine: dict[str, Any], theirs: dict[str, Any], prefix: str = "")
     return changed
 
 
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _is_dataclass_type(kind: Any) -> bool:
-    return isinstance(kind, type) and dataclasses.is_dataclass(kind)
-
-
-def _build(cls: type, values: Mapping[str, Any], where: str) -> Any:
-    """Instantiate dataclass ``cls`` from a mapping, recursing into nested dataclasses."""
-    if not isinstance(values, Mapping):
-        raise ValueError(f"{where or 'config'}: expected a mapping, got {values!r}")
-    types_ = _field_types(cls)
-    kwargs: dict[str, Any] = {}
-    for key, value in values.items():
-        if key not in types_:
-            raise ValueError(
-                f"unknown config key '{where}{key}'{_did_you_mean(key, types_, where)}"
-            )
-        kind = types_[key]
-        if _is_dataclass_type(kind):
-            kwargs[key] = _build(kind, value, f"{where}{key}.")
-        else:
-            kwargs[key] = _coerce(value, kind, f"{where}{key}")
-    return cls(**kwargs)
-
-
 def config_from_dict(values: Mapping[str, Any]) -> TrainConfig:
-    """A :class:`TrainConfig` from a (possibly nested) mapping; unknown keys raise.
+    """A :class:`TrainConfig` from a (possibly nested) mapping; unknown keys, wrong types and
+    values out of range raise ``ValueError`` in one line naming the key.
 
     Example:
         >>> config_from_dict({"estimator": "grpo", "bc": {"epochs": 3}}).bc.epochs
         3
     """
-    config: TrainConfig = _build(TrainConfig, values, "")
-    return config
-
-
-def _coerce(value: Any, kind: Any, key: str) -> Any:
-    """Check a value against the field's type (ints and number strings become floats)."""
-    origin = typing.get_origin(kind)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(kind)
-        if value is None and type(None) in options:
-            return None
-        for option in options:
-            if option is type(None):
-                continue
-            try:
-                return _coerce(value, option, key)
-            except ValueError:
-                continue
-        raise ValueError(f"{key}: {value!r} is not a {kind}")
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind is float and isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string
-        try:
-            return float(value)
-        except ValueError:
-            raise ValueError(f"{key}: {value!r} is not a number") from None
-    if kind is Any:
-        return value
-    base = origin or kind
-    if base is bool and not isinstance(value, bool):
-        raise ValueError(f"{key}: {value!r} is not true/false")
-    if base is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError(f"{key}: {value!r} is not an integer")
-    if isinstance(base, type) and not isinstance(value, base):
-        raise ValueError(f"{key}: {value!r} is not a {base.__name__}")
-    return value
+    return TrainConfig.read(values)
 
 
 def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfig:
-    """Apply ``key=value`` overrides (dotted keys reach nested fields and dict entries).
+    """``config`` with ``key=value`` overrides applied (dotted keys reach nested fields and dict
+    entries), checked as a whole: a new config, ``config`` is left as it was.
 
     Example:
         >>> config = apply_overrides(TrainConfig(), ["bc.epochs=3", "estimator_params.omega=0.5",
@@ -486,6 +431,7 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
     """
     import yaml  # the train extra's; imported here so the config's defaults need no extra
 
+    values = config.model_dump()
     for override in overrides:
         key, sep, text = override.partition("=")
         if not sep or not key:
@@ -495,42 +441,33 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
         except yaml.YAMLError:
             value = text
         parts = key.split(".")
-        target: Any = config
-        for depth, part in enumerate(parts[:-1]):
-            if isinstance(target, dict):
+        target: Any = values
+        model: type[BaseModel] | None = TrainConfig
+        for depth, part in enumerate(parts):
+            name = ".".join(parts[: depth + 1])
+            if model is not None and part not in model.model_fields:
+                raise ValueError(
+                    f"unknown config key '{name}'{did_you_mean(part, model.model_fields, name)}"
+                )
+            annotation = model.model_fields[part].annotation if model is not None else None
+            section = (
+                annotation
+                if isinstance(annotation, type) and issubclass(annotation, BaseModel)
+                else None
+            )
+            if depth == len(parts) - 1:
+                if section is not None:
+                    raise ValueError(f"override {key}: set its fields ({key}.NAME=value)")
+                target[part] = value
+            elif model is None and part not in target:  # a new entry of a dict field
                 target = target.setdefault(part, {})
-            elif dataclasses.is_dataclass(target) and hasattr(target, part):
-                target = getattr(target, part)
+            elif not isinstance(target.get(part), dict):
+                raise ValueError(
+                    f"unknown config key '{name}.{parts[depth + 1]}' ({name} is not a section)"
+                )
             else:
-                known = _field_types(type(target)) if dataclasses.is_dataclass(target) else {}
-                hint = _did_you_mean(part, known, ".".join(parts[:depth]) + "." if depth else "")
-                raise ValueError(f"unknown config key '{'.'.join(parts[: depth + 1])}'{hint}")
-        last = parts[-1]
-        if isinstance(target, dict):
-            target[last] = value
-        elif dataclasses.is_dataclass(target) and last in _field_types(type(target)):
-            kind = _field_types(type(target))[last]
-            if _is_dataclass_type(kind):
-                raise ValueError(f"override {key}: set its fields ({key}.NAME=value)")
-            setattr(target, last, _coerce(value, kind, key))
-        else:
-            known = _field_types(type(target)) if dataclasses.is_dataclass(target) else {}
-            hint = _did_you_mean(last, known, key[: len(key) - len(last)])
-            raise ValueError(f"unknown config key '{key}'{hint}")
-    return config
-
-
-def _did_you_mean(key: str, known: Mapping[str, Any], prefix: str = "") -> str:
-    """`` (did you mean 'x'?)`` for the closest known key, else the list of known keys.
-
-    Example:
-        >>> _did_you_mean("lerning_rate", {"learning_rate": float, "seed": int})
-        " (did you mean 'learning_rate'?)"
-    """
-    close = difflib.get_close_matches(key, list(known), n=1)
-    if close:
-        return f" (did you mean '{prefix}{close[0]}'?)"
-    return f" (known: {', '.join(sorted(known))})" if known else ""
+                target, model = target[part], section
+    return TrainConfig.read(values)
 
 
 def read_yaml_mapping(path: Path, what: str = "config file") -> dict[str, Any]:

@@ -125,29 +125,9 @@ def load_policy(folder: Path, config: TrainConfig, device: str) -> Policy:
 
 
 def bc_key(config: TrainConfig) -> str:
-    """Hash of everything the BC result depends on (the folder name in ``bc.cache_dir``)."""
-    bc = config.to_dict()["bc"]
-    bc.pop("cache_dir")
-    # only a restriction enters the key: the results cached before the field existed stay valid
-    categories = {"train_categories": config.train_categories} if config.train_categories else {}
-    return stable_hash(
-        {
-            "env": config.env,
-            "env_kwargs": config.env_kwargs,
-            "max_steps": config.max_steps,
-            "train_split": config.train_split,
-            **categories,
-            "model": config.model,
-            "tiny": config.to_dict()["tiny" if config.model != "tiny-vl" else "tiny_vl"],
-            "bc": bc,
-            "prompt": [config.history, config.history_observations, config.instruction],
-            "mode": config.action_mode,
-            "max_prompt_tokens": config.max_prompt_tokens,
-            "dtype": config.dtype,
-            "seed": config.warm_start_seed(),
-            "tokenizer": TOKENIZER_VERSION,
-        }
-    )[:16]
+    """Hash of everything the BC result depends on (the folder name in ``bc.cache_dir``): the
+    config's warm-start identity and the tokenizer's version."""
+    return stable_hash({**config.warm_start_identity(), "tokenizer": TOKENIZER_VERSION})[:16]
 
 
 def initial_policy(
@@ -630,7 +610,7 @@ def train(
     ``checkpoint/``, ``reference/``, ``val/iter-NNNN/`` (the harness's results) and, when the run
     finished, ``done.json``.
     """
-    config.validate()
+    config.check()
     if config.engine == "vllm" and config.action_mode != "generate":
         raise ValueError("engine vllm samples free text: use action_mode generate")
     config.check_installed()

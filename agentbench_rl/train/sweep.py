@@ -138,7 +138,7 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
     )
     for run in sweep.runs():  # every cell, before the first run starts
         try:
-            run.config.validate()
+            run.config.check()
         except ValueError as problem:
             raise ValueError(f"{path}: cell {run.cell} seed {run.seed}: {problem}") from None
     return sweep

@@ -135,7 +135,7 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         >>> settings_from_config(TrainConfig(env="sokoban", estimator="grpo")).estimator_params
         {'invalid_penalty': 0.1}
     """
-    config.validate()
+    config.check()
     if config.needs_hidden():
         raise ValueError(
             f"estimator '{config.estimator}' needs the actor's hidden state of every step, which "
