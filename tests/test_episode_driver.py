@@ -98,9 +98,9 @@ def test_harness_episode_equals_a_one_member_lockstep() -> None:
     slot = EpisodeSlot("test-0004", episode_seed(3, "test-0004"))
     outcome = play([env], [slot], [RandomAgent()], [slot.seed]).episodes[0].outcome()
     assert (row["steps"], row["success"], row["invalid_actions"]) == (
-        outcome["steps"],
-        outcome["success"],
-        outcome["invalid"],
+        outcome.steps,
+        outcome.success,
+        outcome.invalid_actions,
     )
 
 

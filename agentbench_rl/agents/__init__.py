@@ -1,5 +1,7 @@
 """Agents by name: ``random``, ``expert``, ``rule`` (WebShop's rule baseline), ``hf:<model>``,
-``openai:<base_url>#<model>``, or ``python:module:callable`` for your own."""
+``openai:<base_url>#<model>``, ``python:module:callable`` for your own, or the name of an
+installed agent plugin (entry point group ``agentbench_rl.agents``:
+:mod:`agentbench_rl.core.plugins`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, cast
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
+from agentbench_rl.core.plugins import AGENT_GROUP, installed
 from agentbench_rl.envs.webshop.baselines import RuleAgent
 from agentbench_rl.extras import require
 
@@ -74,23 +77,45 @@ def load_agent(spec: str) -> Agent:
             if not hasattr(target, name):
                 raise ValueError(f"agent '{spec}': module '{module_name}' has no '{attribute}'")
             target = getattr(target, name)
+        return _as_agent(spec, target, attribute)
+    plugins = installed(AGENT_GROUP)
+    if spec in plugins:
         try:
-            policy: Any = target() if isinstance(target, type) else target
-        except Exception as problem:  # a class that needs arguments, or fails building
+            target = plugins[spec].load()
+        except Exception as problem:  # the plugin's own code failing at import time
             raise ValueError(
-                f"agent '{spec}': {attribute}() raised {type(problem).__name__}: {problem} "
-                "(a class agent is built without arguments)"
+                f"agent '{spec}': loading entry point {plugins[spec].value} raised "
+                f"{type(problem).__name__}: {problem}"
             ) from None
-        if callable(getattr(policy, "act_batch", None)) and callable(
-            getattr(policy, "begin_episodes", None)
-        ):
-            if not isinstance(getattr(policy, "name", None), str):
-                policy.name = spec
-            return cast(Agent, policy)  # a batched agent plays as it is (see BatchAgent)
-        act = getattr(policy, "act", None)
-        hook = getattr(policy, "begin_episode", None)
-        return CallableAgent(act if callable(act) else policy, name=spec, on_episode=hook)
+        return _as_agent(spec, target, plugins[spec].value)
     choices = ", ".join(
-        [*BUILTIN_AGENTS, "hf:<model>", "openai:<url>#<model>", "python:module:callable"]
+        [
+            *BUILTIN_AGENTS,
+            *sorted(set(plugins) - set(BUILTIN_AGENTS)),
+            "hf:<model>",
+            "openai:<url>#<model>",
+            "python:module:callable",
+        ]
     )
     raise ValueError(f"unknown agent '{spec}' (choose from {choices})")
+
+
+def _as_agent(spec: str, target: Any, attribute: str) -> Agent:
+    """The agent a ``python:`` target or an agent plugin is: a class is built without
+    arguments; a batched agent plays as it is; anything else is wrapped as a callable."""
+    try:
+        policy: Any = target() if isinstance(target, type) else target
+    except Exception as problem:  # a class that needs arguments, or fails building
+        raise ValueError(
+            f"agent '{spec}': {attribute}() raised {type(problem).__name__}: {problem} "
+            "(a class agent is built without arguments)"
+        ) from None
+    if callable(getattr(policy, "act_batch", None)) and callable(
+        getattr(policy, "begin_episodes", None)
+    ):
+        if not isinstance(getattr(policy, "name", None), str):
+            policy.name = spec
+        return cast(Agent, policy)  # a batched agent plays as it is (see BatchAgent)
+    act = getattr(policy, "act", None)
+    hook = getattr(policy, "begin_episode", None)
+    return CallableAgent(act if callable(act) else policy, name=spec, on_episode=hook)

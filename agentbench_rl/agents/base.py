@@ -3,10 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, PromptConfig, build_prompt
+
+#: The answer formats an agent may declare: ``generate``, the papers' think-then-act tags.
+AnswerFormat = Literal["generate"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an agent declares to the episode driver (see :class:`Agent`); an attribute it does
+    not have takes the default here.
+
+    Example:
+        >>> class Model:
+        ...     reads_history = True
+        ...     answer_format = "generate"
+        >>> Capabilities.of(Model())
+        Capabilities(reads_history=True, answer_format='generate')
+        >>> Capabilities.of(print)
+        Capabilities(reads_history=False, answer_format=None)
+    """
+
+    reads_history: bool = False
+    answer_format: AnswerFormat | None = None
+
+    @classmethod
+    def of(cls, agent: object) -> Capabilities:
+        """The capabilities ``agent`` declares."""
+        answer_format = getattr(agent, "answer_format", None)
+        return cls(
+            reads_history=bool(getattr(agent, "reads_history", False)),
+            answer_format="generate" if answer_format == "generate" else None,
+        )
 
 
 @runtime_checkable
@@ -16,11 +48,13 @@ class Agent(Protocol):
     ``begin_episode`` is called after every ``env.reset``, with the episode's seed, so an agent
     can reseed its randomness and, if it plays the env's expert, look at the env.
 
-    Two optional attributes tell the episode driver (:mod:`agentbench_rl.rollout.episode`) more:
-    ``reads_history = True`` makes it call ``act(observation, info, history)`` with the episode's
-    past steps (the driver keeps the history, so every prompt-building agent sees the same one);
-    ``answer_format = "generate"`` makes a step valid only when the answer keeps the
-    ``<think>..</think><action>..</action>`` format (the rule training uses).
+    Two optional attributes tell the episode driver (:mod:`agentbench_rl.rollout.episode`) more;
+    :class:`Capabilities` declares them and is the one reader of them: ``reads_history = True``
+    makes it call ``act(observation, info, history)`` with the episode's past steps (the driver
+    keeps the history, so every prompt-building agent sees the same one); ``answer_format =
+    "generate"`` makes a step valid only when the answer keeps the
+    ``<think>..</think><action>..</action>`` format (the rule training uses). They are optional
+    (a plain callable or a user's object has neither), so they are not members of the protocol.
 
     An agent that loads something heavy on first use (``hf:`` loads its model) may define
     ``prepare()``: the harness calls it once before the run starts, outside the guard that

@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentbench_rl.core.plugins import ENV_GROUP, installed
 from agentbench_rl.envs.base import TextAgentEnv
 
 
@@ -90,11 +91,25 @@ def evaluation_split(name: str) -> str:
 
 
 def resolve(name: str) -> EnvEntry:
-    """The entry for a short name (``sokoban``) or a Gymnasium id (``agentbench/Sokoban-v0``)."""
+    """The entry for a short name (``sokoban``) or a Gymnasium id (``agentbench/Sokoban-v0``),
+    else an installed env plugin of that name (:mod:`agentbench_rl.core.plugins`), registered
+    on first use as ``agentbench-plugin/<name>``.
+
+    Example:
+        >>> resolve("agentbench/Sokoban-v0").name
+        'sokoban'
+    """
     for entry in ENVS.values():
         if name in (entry.name, entry.gym_id):
             return entry
-    raise ValueError(f"unknown env '{name}' (choose from {', '.join(sorted(ENVS))})")
+    plugins = installed(ENV_GROUP)
+    if name in plugins:
+        entry = register_env(name, f"agentbench-plugin/{name}", plugins[name].value)
+        if entry.gym_id not in gym.registry:
+            gym.register(id=entry.gym_id, entry_point=entry.entry_point)
+        return entry
+    known = ", ".join([*sorted(ENVS), *sorted(set(plugins) - set(ENVS))])
+    raise ValueError(f"unknown env '{name}' (choose from {known})")
 
 
 def env_class(name: str) -> type[TextAgentEnv[Any]]:

@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.plugins import ESTIMATOR_GROUP, installed
 
-ENTRY_POINT_GROUP = "agentbench_rl.estimators"
+ENTRY_POINT_GROUP = ESTIMATOR_GROUP
 
 
 @dataclass(frozen=True)
@@ -412,7 +413,7 @@ def declares(
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
     # Looked up through the module attribute at call time, so tests can monkeypatch it.
-    return list(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    return list(installed(ENTRY_POINT_GROUP).values())
 
 
 def available() -> list[str]:

@@ -174,27 +174,10 @@ def _no_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-def _episode_row(outcome: dict[str, Any], seed: int) -> dict[str, Any]:
-    """An episode's row of ``episodes.csv`` (plus ``non_string_actions``, which the journal keeps
-    and the summary totals) from the driver's outcome."""
-    return {
-        "task_id": outcome["task_id"],
-        "category": outcome["category"],
-        "seed": seed,
-        "success": outcome["success"],
-        "score": outcome["score"],
-        "steps": outcome["steps"],
-        "return": round(outcome["return"], 10),
-        "invalid_actions": outcome["invalid"],
-        "non_string_actions": outcome["non_string"],
-    }
-
-
 def run_episode(env: TextAgentEnv[Any], agent: Any, task_id: str, seed: int) -> dict[str, Any]:
     """Play one episode through the episode driver and return its row of ``episodes.csv``."""
     slot = EpisodeSlot(task_id, episode_seed(seed, task_id))
-    outcome = play([env], [slot], [agent], [slot.seed]).episodes[0].outcome()
-    return _episode_row(outcome, seed)
+    return play([env], [slot], [agent], [slot.seed]).episodes[0].outcome().row(seed)
 
 
 class BatchPlayer:
@@ -263,7 +246,7 @@ class BatchPlayer:
             try:
                 self.agent.begin_episodes(envs, [slot.seed for slot in slots])
                 for index in drive(lock, self.agent):
-                    row = _episode_row(lock.episodes[index].outcome(), batch[index][1])
+                    row = lock.episodes[index].outcome().row(batch[index][1])
                     if self.out is not None:
                         write_episode(self.out, envs[index], row)
                     yield row

@@ -149,12 +149,12 @@ def rollout_groups(
             {
                 "group": index // group_size,
                 "traj": index,
-                "task_id": outcome["task_id"],
-                "success": outcome["success"],
-                "score": outcome["score"],
-                "steps": outcome["steps"],
-                "return": outcome["return"],
-                "invalid": outcome["invalid"],
+                "task_id": outcome.task_id,
+                "success": outcome.success,
+                "score": outcome.score,
+                "steps": outcome.steps,
+                "return": outcome.episode_return,
+                "invalid": outcome.invalid_actions,
             }
         )
     return result

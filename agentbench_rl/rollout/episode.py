@@ -26,7 +26,7 @@ Example:
     >>> while lock.live:
     ...     rows = lock.step([None])  # an agent that answers None: invalid, counted
     >>> outcome = lock.episodes[0].outcome()
-    >>> outcome["steps"] == outcome["invalid"] == outcome["non_string"] == env.max_steps
+    >>> outcome.steps == outcome.invalid_actions == outcome.non_string_actions == env.max_steps
     True
 """
 
@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentbench_rl.agents.base import Agent, BatchAgent
+from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, format_ok, observation_text
@@ -88,7 +88,7 @@ def agent_format_kept(agent: object, action: object) -> bool:
         >>> agent_format_kept(Model(), "<action>up</action>"), agent_format_kept(object(), "up")
         (False, True)
     """
-    if getattr(agent, "answer_format", None) != "generate":
+    if Capabilities.of(agent).answer_format != "generate":
         return True
     return isinstance(action, str) and format_ok(action)
 
@@ -104,6 +104,28 @@ def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
     return HistoryStep(observation_text(observation), after["action_canonical"])
 
 
+def step_fields(
+    t: int, reward: float, before: dict[str, Any], after: dict[str, Any], valid: bool
+) -> dict[str, Any]:
+    """What one step contributes to its estimator row, whoever plays it (this driver, verl's
+    agent loop): its index, reward, keys and validity (``before``/``after``: the env's info
+    before and after the step).
+
+    Example:
+        >>> step_fields(0, 0.0, {"obs_hash": "o", "state_hash": "s"},
+        ...             {"action_canonical": "up"}, True)["action_key"]
+        'up'
+    """
+    return {
+        "t": t,
+        "reward": float(reward),
+        "obs_key": before["obs_hash"],
+        "state_key": before["state_hash"],
+        "action_key": after["action_canonical"],
+        "valid": valid,
+    }
+
+
 def step_record(
     group: Any,
     traj: Any,
@@ -113,23 +135,14 @@ def step_record(
     after: dict[str, Any],
     valid: bool,
 ) -> dict[str, Any]:
-    """The estimator row of one step (``before``/``after``: the env's info before and after).
+    """The estimator row of one step: its group and trajectory ids, then :func:`step_fields`.
 
     Example:
         >>> step_record(0, 1, 0, 0.0, {"obs_hash": "o", "state_hash": "s"},
-        ...             {"action_canonical": "up"}, True)["action_key"]
-        'up'
+        ...             {"action_canonical": "up"}, True)["traj"]
+        1
     """
-    return {
-        "group": group,
-        "traj": traj,
-        "t": t,
-        "reward": float(reward),
-        "obs_key": before["obs_hash"],
-        "state_key": before["state_hash"],
-        "action_key": after["action_canonical"],
-        "valid": valid,
-    }
+    return {"group": group, "traj": traj, **step_fields(t, reward, before, after, valid)}
 
 
 @dataclass(frozen=True)
@@ -140,6 +153,43 @@ class EpisodeSlot:
     seed: int
     group: Any = None
     traj: Any = None
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """A finished episode's figures, named as ``episodes.csv`` names them (``return`` there is
+    ``episode_return`` here, a Python keyword otherwise): the harness writes its row, training
+    reads its success and counts.
+    """
+
+    task_id: str
+    category: str
+    success: bool
+    score: float
+    steps: int
+    episode_return: float
+    invalid_actions: int  # steps whose action was not admissible (or broke the answer format)
+    non_string_actions: int  # of those, answers that were not text at all (counted apart)
+
+    def row(self, seed: int) -> dict[str, Any]:
+        """The episode's row of ``episodes.csv`` for evaluation seed ``seed`` (plus
+        ``non_string_actions``, which the journal keeps and the summary totals).
+
+        Example:
+            >>> EpisodeOutcome("t", "easy", True, 1.0, 3, 10.0, 0, 0).row(7)["return"]
+            10.0
+        """
+        return {
+            "task_id": self.task_id,
+            "category": self.category,
+            "seed": seed,
+            "success": self.success,
+            "score": self.score,
+            "steps": self.steps,
+            "return": round(self.episode_return, 10),
+            "invalid_actions": self.invalid_actions,
+            "non_string_actions": self.non_string_actions,
+        }
 
 
 @dataclass
@@ -156,21 +206,18 @@ class Episode:
     non_string: int = 0
     done: bool = False
 
-    def outcome(self) -> dict[str, Any]:
-        """The episode's figures (meaningful once ``done``).
-
-        Keys: task_id, category, success, score, steps, return, invalid, non_string.
-        """
-        return {
-            "task_id": self.slot.task_id,
-            "category": str(self.info["category"]),
-            "success": bool(self.info["won"]),
-            "score": float(self.info["score"]),
-            "steps": self.steps,
-            "return": self.total,
-            "invalid": self.invalid,
-            "non_string": self.non_string,
-        }
+    def outcome(self) -> EpisodeOutcome:
+        """The episode's figures (meaningful once ``done``)."""
+        return EpisodeOutcome(
+            task_id=self.slot.task_id,
+            category=str(self.info["category"]),
+            success=bool(self.info["won"]),
+            score=float(self.info["score"]),
+            steps=self.steps,
+            episode_return=self.total,
+            invalid_actions=self.invalid,
+            non_string_actions=self.non_string,
+        )
 
 
 class Lockstep:
@@ -291,7 +338,7 @@ class AgentRows:
             rows, observations, infos, histories, strict=True
         ):
             agent = self.agents[row]
-            if getattr(agent, "reads_history", False):
+            if Capabilities.of(agent).reads_history:
                 actions.append(agent.act(observation, info, history))  # type: ignore[call-arg]
             else:
                 actions.append(agent.act(observation, info))
@@ -356,7 +403,7 @@ def play(
         >>> from agentbench_rl.envs import make
         >>> slot = EpisodeSlot("test-0003", episode_seed(0, "test-0003"))
         >>> lock = play([make("sokoban", split="test")], [slot], [ExpertAgent()], [slot.seed])
-        >>> lock.episodes[0].outcome()["success"]
+        >>> lock.episodes[0].outcome().success
         True
     """
     lock = Lockstep.of_envs(envs, slots)

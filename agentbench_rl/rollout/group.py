@@ -166,8 +166,8 @@ def rollout_group(
     for slot, episode in zip(slots, lock.episodes, strict=True):
         outcome = episode.outcome()
         result.outcomes[slot.traj] = {
-            "success": outcome["success"],
-            "score": outcome["score"],
-            "steps": outcome["steps"],
+            "success": outcome.success,
+            "score": outcome.score,
+            "steps": outcome.steps,
         }
     return result

@@ -39,7 +39,7 @@ from agentbench_rl.integrations.verl.advantages import RECORD_KEY
 from agentbench_rl.integrations.verl.config import VerlSettings
 from agentbench_rl.prompting import HistoryStep, build_prompt, format_ok
 from agentbench_rl.rollout.batched import training_reward
-from agentbench_rl.rollout.episode import action_valid, history_step
+from agentbench_rl.rollout.episode import action_valid, history_step, step_fields
 
 
 def reset_seed(seed: int, global_step: int, task_id: str) -> int:
@@ -109,14 +109,11 @@ class AgentBenchAgentLoop(AgentLoopBase):
                 step = await loop.run_in_executor(None, env.step, answer)
                 next_observation, reward, terminated, truncated, next_info = step
                 done = bool(terminated or truncated)
+                valid = action_valid(answer, next_info, format_ok(answer))
+                # the group and trajectory ids come from verl's uids (advantages.py)
                 record = {
                     "task_id": task_id,
-                    "t": len(outputs),
-                    "reward": float(reward),
-                    "obs_key": info["obs_hash"],
-                    "state_key": info["state_hash"],
-                    "action_key": next_info["action_canonical"],
-                    "valid": action_valid(answer, next_info, format_ok(answer)),
+                    **step_fields(len(outputs), reward, info, next_info, valid),
                 }
                 outputs.append(
                     AgentLoopOutput(
