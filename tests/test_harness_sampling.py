@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from agentbench_rl.envs import make
+from agentbench_rl.envs import make, task_categories_of
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
-from agentbench_rl.harness.sampling import stratified_sample, task_categories
+from agentbench_rl.harness.sampling import stratified_sample
 
 
 def test_hand_worked_allocation() -> None:
@@ -24,7 +24,7 @@ def test_hand_worked_allocation() -> None:
 def test_textcraft_sample_covers_the_depths_in_proportion() -> None:
     env = make("textcraft", split="test")
     ids = env.task_ids("test")
-    categories = task_categories(env, "test", ids)
+    categories = task_categories_of(env, "test", ids)
     sizes = Counter(categories.values())
     sample = stratified_sample(categories, 20)
     counts = Counter(categories[t] for t in sample)
@@ -46,7 +46,7 @@ def test_limit_runs_the_sample_and_announces_it(tmp_path: Path) -> None:
     assert "a sample of 20 of the 200 tasks" in stream.getvalue()
     assert summary["complete_split"] is False
     env = make("textcraft", split="test")
-    expected = stratified_sample(task_categories(env, "test", env.task_ids("test")), 20)
+    expected = stratified_sample(task_categories_of(env, "test", env.task_ids("test")), 20)
     episodes = (tmp_path / "run" / "episodes.csv").read_text().splitlines()[1:]
     assert [line.split(",")[0] for line in episodes] == expected * 2  # both seeds, same tasks
 
@@ -69,7 +69,7 @@ class _PlayedCategories:
 
 def test_categories_come_from_resets_where_the_env_has_no_map() -> None:
     env = _PlayedCategories()
-    categories = task_categories(env, "test", ["t1", "t2", "t3"])
+    categories = task_categories_of(env, "test", ["t1", "t2", "t3"])
     assert categories == {"t1": "odd", "t2": "even", "t3": "odd"}
     assert env.resets == ["t1", "t2", "t3"]
 
@@ -81,7 +81,7 @@ def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
     from rich.console import Console
 
     env = make("textcraft", split="test")
-    categories = task_categories(env, "test", env.task_ids("test"))
+    categories = task_categories_of(env, "test", env.task_ids("test"))
     shallow = {t: c for t, c in categories.items() if c in ("depth-1", "depth-2")}
     config = EvalConfig("textcraft", "test", "expert", categories=["depth-1", "depth-2"])
     assert config.tasks() == list(shallow)  # every depth-1/2 goal, in split order

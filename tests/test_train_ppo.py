@@ -123,9 +123,9 @@ def test_defaults_are_the_papers_numbers() -> None:
 
 def test_estimator_params_pass_gamma_and_penalty_where_accepted() -> None:
     config = config_from_dict({"estimator": "rloo", "gamma": 0.9})
-    assert config.estimator_kwargs() == {"invalid_penalty": 0.1}  # RLOO has no gamma
+    assert config.estimator_spec().params == {"invalid_penalty": 0.1}  # RLOO has no gamma
     config = config_from_dict({"estimator": "gigpo", "estimator_params": {"omega": 0.5}})
-    assert config.estimator_kwargs() == {"gamma": 0.95, "invalid_penalty": 0.1, "omega": 0.5}
+    assert config.estimator_spec().params == {"gamma": 0.95, "invalid_penalty": 0.1, "omega": 0.5}
 
 
 @pytest.mark.parametrize(

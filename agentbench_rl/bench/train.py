@@ -117,7 +117,7 @@ def measure(
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
     sides = {"base": config, "candidate": config.model_copy(update={"estimator": candidate})}
-    params = {side: side_config.estimator_kwargs() for side, side_config in sides.items()}
+    params = {side: side_config.estimator_spec().params for side, side_config in sides.items()}
     hidden = {side: side_config.needs_hidden() for side, side_config in sides.items()}
     policy, pool, rollout = prepared(config, tick)
     try:
@@ -180,7 +180,7 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int,
 
     policy, pool, rollout = prepared(config)
     optimizer = torch.optim.Adam(policy.model.parameters(), lr=config.learning_rate)
-    params = config.estimator_kwargs()
+    params = config.estimator_spec().params
 
     def iteration() -> tuple[float, int, int]:
         began = time.perf_counter()

@@ -120,6 +120,24 @@ def env_class(name: str) -> type[TextAgentEnv[Any]]:
     return cls
 
 
+def task_categories_of(env: Any, split: str, tasks: Sequence[str]) -> dict[str, str]:
+    """The category of every task: from the env's ``task_categories(split)`` where it knows them
+    without playing, else its ``category()`` after a reset on each task.
+
+    Example:
+        >>> task_categories_of(make("sokoban", split="test"), "test", ["test-0000"])
+        {'test-0000': 'easy'}
+    """
+    known = env.task_categories(split)
+    if known is not None:
+        return {task: str(known[task]) for task in tasks}
+    categories = {}
+    for task in tasks:
+        env.reset(seed=0, options={"task_id": task})
+        categories[task] = str(env.category())
+    return categories
+
+
 def tasks_of_categories(
     categories: Mapping[str, str], ids: Sequence[str], wanted: Sequence[str], field: str, split: str
 ) -> list[str]:

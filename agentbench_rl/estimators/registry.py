@@ -493,6 +493,39 @@ omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=
     return declared
 
 
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """An estimator as a run declares it: its name and parameters, checked against the
+    registry when built (an unknown name, parameter or value raises ``ValueError`` here, before
+    any work).
+
+    Example:
+        >>> spec = EstimatorSpec("grpo", {"norm": "mean"})
+        >>> spec.declaration.needs, spec.params
+        (frozenset(), {'norm': 'mean'})
+        >>> EstimatorSpec("gigpo", {"omgea": 0.5})
+        Traceback (most recent call last):
+        ...
+        ValueError: estimator 'gigpo': unknown parameter(s) omgea; accepted: gamma=0.95, \
+omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        check_params(self.name, self.params)
+
+    @property
+    def declaration(self) -> RegisteredEstimator:
+        """The registry's declaration of the estimator."""
+        return resolve(self.name)
+
+    def compute(self, batch: StepBatch) -> EstimatorResult:
+        """Advantages of this estimator on ``batch`` (:func:`compute`)."""
+        return compute(self.name, batch, **self.params)
+
+
 def compute(name: str, batch: StepBatch, **params: Any) -> EstimatorResult:
     """Advantages of estimator ``name`` on ``batch``.
 

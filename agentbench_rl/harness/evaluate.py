@@ -30,15 +30,16 @@ from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.text import printable
-from agentbench_rl.envs import env_class, make, resolve, tasks_of_categories
+from agentbench_rl.envs import env_class, resolve, task_categories_of
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import AgentRaised, GuardedAgent, GuardedBatchAgent
 from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
 from agentbench_rl.harness.journal import read_journal
 from agentbench_rl.harness.provenance import provenance
 from agentbench_rl.harness.results import read_episodes, write_episodes
-from agentbench_rl.harness.sampling import stratified_sample, task_categories
+from agentbench_rl.harness.sampling import stratified_sample
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
 from agentbench_rl.progress import progress_display
@@ -117,12 +118,19 @@ class EvalConfig:
         except TypeError as problem:  # an env option the env does not take
             raise ValueError(f"env '{self.env}': {problem}") from None
 
+    def env_spec(self) -> EnvSpec:
+        """The env this evaluation plays."""
+        return EnvSpec(
+            name=self.env,
+            split=self.split,
+            kwargs=self.env_kwargs,
+            categories=tuple(self.categories or ()),
+            max_steps=self.max_steps,
+        )
+
     def make_env(self) -> TextAgentEnv[Any]:
         """A fresh env of this evaluation."""
-        kwargs = dict(self.env_kwargs)
-        if self.max_steps is not None:
-            kwargs["max_steps"] = self.max_steps
-        return make(self.env, split=self.split, **kwargs)
+        return self.env_spec().make()
 
     def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
         """The task ids evaluated, in split order: the whole split (its tasks of ``categories``
@@ -135,15 +143,12 @@ class EvalConfig:
             >>> len(config.tasks())
             3
         """
-        ids = env_class(self.env).task_ids(self.split)
-        if not self.categories and (not self.limit or self.limit >= len(ids)):
-            return ids
-        categories = task_categories(env or self.make_env(), self.split, ids)
-        if self.categories:
-            ids = tasks_of_categories(categories, ids, self.categories, "categories", self.split)
+        ids = self.env_spec().tasks(env)
         if not self.limit or self.limit >= len(ids):
             return ids
-        return stratified_sample({task: categories[task] for task in ids}, self.limit)
+        env = env or self.make_env()
+        categories = task_categories_of(env, self.split, ids)
+        return stratified_sample(categories, self.limit)
 
 
 def parse_env_options(options: list[str]) -> dict[str, Any]:

@@ -13,32 +13,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
-from typing import Any
 
 from agentbench_rl.core.hashing import seed_from
 
 #: The sample is part of the evaluation's definition: fixed, not a user's seed.
 SAMPLE_SEED = 0
-
-
-def task_categories(env: Any, split: str, tasks: Sequence[str]) -> dict[str, str]:
-    """The category of every task: from the env's ``task_categories(split)`` where it knows them
-    without playing, else its ``category()`` after a reset on each task.
-
-    Example:
-        >>> from agentbench_rl.envs import make
-        >>> task_categories(make("sokoban", split="test"), "test", ["test-0000"])
-        {'test-0000': 'easy'}
-    """
-    known = env.task_categories(split)
-    if known is not None:
-        return {task: str(known[task]) for task in tasks}
-    categories = {}
-    for task in tasks:
-        env.reset(seed=0, options={"task_id": task})
-        categories[task] = str(env.category())
-    return categories
 
 
 def stratified_sample(categories: dict[str, str], limit: int, seed: int = SAMPLE_SEED) -> list[str]:

@@ -20,7 +20,10 @@ from pydantic.fields import FieldInfo
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import tasks_of_categories
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators.common import AdvantageNorm
+from agentbench_rl.estimators.registry import EstimatorSpec
+from agentbench_rl.estimators.registry import resolve as resolve_estimator
 from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
@@ -177,7 +180,7 @@ class TrainConfig(Spec):
                     f"{name}: env '{self.env}' has no split '{getattr(self, name)}' "
                     f"(choose from {', '.join(splits)})"
                 )
-        self.estimator_kwargs()  # the estimator's name and parameters, before any work
+        self.estimator_spec()  # the estimator's name and parameters, before any work
         for name, split in (
             ("train_categories", self.train_split),
             ("val_categories", self.val_split),
@@ -222,6 +225,16 @@ class TrainConfig(Spec):
         if not reachable:  # one quick look, instead of the loader's minute of retries
             raise ValueError(f"{where}, and the hub cannot be reached ({reason})")
 
+    def train_env(self) -> EnvSpec:
+        """The env the run trains (and behaviour-clones) on."""
+        return EnvSpec(
+            name=self.env,
+            split=self.train_split,
+            kwargs=self.env_kwargs,
+            categories=tuple(self.train_categories),
+            max_steps=self.max_steps,
+        )
+
     def prompt_config(self) -> PromptConfig:
         """The prompt settings the policy is trained (and evaluated) with."""
         return PromptConfig(
@@ -237,32 +250,28 @@ class TrainConfig(Spec):
             return self.bc.seed
         return self.seed
 
-    def estimator_kwargs(self) -> dict[str, Any]:
-        """The estimator's parameters, checked against its declaration: the trainer's ``gamma``
-        and ``invalid_penalty`` where the estimator takes them, then ``estimator_params`` on top.
-        Raises ``ValueError`` for an unknown estimator, parameter name or value.
+    def estimator_spec(self) -> EstimatorSpec:
+        """The estimator and its parameters, checked against its declaration: the trainer's
+        ``gamma`` and ``invalid_penalty`` where the estimator takes them, then
+        ``estimator_params`` on top. Raises ``ValueError`` for an unknown estimator, parameter
+        name or value.
 
         Example:
-            >>> TrainConfig(estimator="rloo").estimator_kwargs()  # RLOO has no gamma
+            >>> TrainConfig(estimator="rloo").estimator_spec().params  # RLOO has no gamma
             {'invalid_penalty': 0.1}
         """
-        from agentbench_rl.estimators import resolve
-
-        accepted = resolve(self.estimator).params
+        accepted = resolve_estimator(self.estimator).params
         params: dict[str, Any] = {}
         if "gamma" in accepted:
             params["gamma"] = self.gamma
         if "invalid_penalty" in accepted:
             params["invalid_penalty"] = self.invalid_penalty
         params.update(self.estimator_params)
-        resolve(self.estimator).check_params(params)
-        return params
+        return EstimatorSpec(self.estimator, params)
 
     def needs_hidden(self) -> bool:
         """Whether the estimator declares that it needs the actor's hidden states."""
-        from agentbench_rl.estimators import resolve
-
-        return "hidden" in resolve(self.estimator).needs
+        return "hidden" in resolve_estimator(self.estimator).needs
 
     def use_torch_threads(self) -> None:
         """Give torch this config's ``torch_threads`` CPU threads (0: leave torch's default);

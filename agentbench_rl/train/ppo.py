@@ -57,8 +57,8 @@ from rich.progress import Progress
 from agentbench_rl.agents.policy import PolicyAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
-from agentbench_rl.estimators import compute
 from agentbench_rl.estimators.common import normalize_advantages
+from agentbench_rl.estimators.registry import EstimatorSpec
 from agentbench_rl.models.policy import (
     Policy,
     choice_logprobs,
@@ -139,7 +139,7 @@ def initial_policy(
     if config.bc.enabled and cache is not None and (cache / DONE_FILE).is_file():
         stats = json.loads((cache / DONE_FILE).read_text("utf-8"))
         return load_policy(cache, config, device), stats
-    env_kwargs = _env_kwargs(config)
+    env_kwargs = config.train_env().make_kwargs()
     warm_seed = config.warm_start_seed()
     image_processor = None
     if config.model == "tiny":
@@ -200,17 +200,10 @@ def initial_policy(
     return policy, stats
 
 
-def _env_kwargs(config: TrainConfig) -> dict[str, Any]:
-    kwargs = dict(config.env_kwargs)
-    if config.max_steps is not None:
-        kwargs["max_steps"] = config.max_steps
-    return kwargs
-
-
 def make_pool(config: TrainConfig) -> EnvPool:
     """N*G train envs, in this process or on Ray actors (``backend``)."""
     size = config.n_tasks * config.group_size
-    kwargs = {"split": config.train_split, **_env_kwargs(config)}
+    kwargs = {"split": config.train_split, **config.train_env().make_kwargs()}
     if config.backend == "ray":
         from agentbench_rl.rollout.ray_workers import RayEnvPool
 
@@ -713,7 +706,7 @@ def train_iteration(
     config: TrainConfig,
     learner: Learner,
     pool: EnvPool,
-    params: dict[str, Any],
+    estimator: EstimatorSpec,
     iteration: int,
 ) -> dict[str, Any]:
     """Steps 2-4 of the module docstring for one iteration; returns its metrics row."""
@@ -727,7 +720,7 @@ def train_iteration(
         success_rewards(rollout, config.success_reward) if config.reward == "success" else None
     )
     batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
-    result = compute(config.estimator, batch, **params)
+    result = estimator.compute(batch)
     raw = np.asarray(result.advantages, dtype=np.float64)
     advantages = normalize_advantages(raw, config.advantage_norm)
     estimated = time.perf_counter()
@@ -776,7 +769,7 @@ def _train(
         # 1. the policy, its optimiser and the frozen reference
         learner, start_stats = setup_learner(config, run, point, device, progress)
         pool = make_pool(config)
-        params, identity = config.estimator_kwargs(), config.identity_hash()
+        estimator, identity = config.estimator_spec(), config.identity_hash()
         metrics = MetricsLog(run, list(point.metrics), _tensorboard(run.tensorboard))
         label = f"{config.env} {config.estimator} seed {config.seed}"
         bar = progress.add_task(label, total=config.iterations, completed=point.iteration, every=1)
@@ -788,7 +781,7 @@ def _train(
                 metrics.append({**row, "time/val_s": time.perf_counter() - began})
             for iteration in range(point.iteration + 1, config.iterations + 1):
                 began = time.perf_counter()
-                row = train_iteration(config, learner, pool, params, iteration)  # 2-4
+                row = train_iteration(config, learner, pool, estimator, iteration)  # 2-4
                 # 5. validation, metrics, checkpoint
                 last = iteration == config.iterations
                 if iteration % config.val_every == 0 or last:

@@ -162,12 +162,9 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
             "checkpoints through the harness (agentbench-rl eval --agent 'hf:FOLDER?greedy=true' "
             "--seeds 0 1 2)"
         )
-    env_kwargs = dict(config.env_kwargs)
-    if config.max_steps is not None:
-        env_kwargs["max_steps"] = config.max_steps
     return VerlSettings(
         env=config.env,
-        env_kwargs=env_kwargs,
+        env_kwargs=config.train_env().make_kwargs(),
         train_split=config.train_split,
         val_split=config.val_split,
         history=config.history,
@@ -175,7 +172,7 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
         instruction=config.instruction,
         seed=config.seed,
         estimator=config.estimator,
-        estimator_params=config.estimator_kwargs(),
+        estimator_params=dict(config.estimator_spec().params),
         advantage_norm=config.advantage_norm,
         reward=config.reward,
         success_reward=config.success_reward,

@@ -1,0 +1,55 @@
+"""An env as a run declares it: which env, with which options, on which split, which of its
+task categories, and the step limit. The trainer's rollouts and validation, the harness's
+evaluation and verl's agent loop make their envs and list their tasks from one of these.
+
+It lives beside the registry it resolves against (``make``, the category filter), not in
+``spec/``: a declaration that makes its thing sits with that thing's layer.
+
+Example:
+    >>> spec = EnvSpec(name="textcraft", split="test", categories=("depth-1",), max_steps=5)
+    >>> spec.make().max_steps, len(spec.tasks()) > 0
+    (5, True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from agentbench_rl.envs import env_class, make, task_categories_of, tasks_of_categories
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.spec.typed import Spec
+
+
+class EnvSpec(Spec):
+    """One env of a run (module docstring); immutable, so a run's envs cannot drift apart."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    split: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    categories: tuple[str, ...] = ()  # empty: every task of the split
+    max_steps: int | None = None  # None: the env's own step limit
+
+    def make_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments ``make`` takes for this env (the step limit among them)."""
+        kwargs = dict(self.kwargs)
+        if self.max_steps is not None:
+            kwargs["max_steps"] = self.max_steps
+        return kwargs
+
+    def make(self) -> TextAgentEnv[Any]:
+        """A fresh env on this split."""
+        return make(self.name, split=self.split, **self.make_kwargs())
+
+    def tasks(self, env: TextAgentEnv[Any] | None = None, what: str = "categories") -> list[str]:
+        """The split's task ids, in split order, of ``categories`` when given (``env``, made
+        if not given, tells a category the split does not list); ``what`` names the setting
+        in the error when a category is unknown or leaves nothing."""
+        ids = env_class(self.name).task_ids(self.split)
+        if not self.categories:
+            return ids
+        known = task_categories_of(env or self.make(), self.split, ids)
+        return tasks_of_categories(known, ids, list(self.categories), what, self.split)
