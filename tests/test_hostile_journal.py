@@ -19,7 +19,7 @@ import pytest
 
 from agentbench_rl.core.lock import LOCK, FolderInUseError, FolderLock
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate
-from agentbench_rl.harness.journal import read_journal
+from agentbench_rl.spec.journal import read_journal
 from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CONFIG = EvalConfig(env="sokoban", split="val", agent="random", seeds=[0, 1], limit=6)

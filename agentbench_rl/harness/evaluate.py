@@ -18,7 +18,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -28,7 +28,6 @@ import agentbench_rl
 from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.atomic import atomic_write_text
-from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import env_class, resolve, task_categories_of
 from agentbench_rl.envs.base import TextAgentEnv
@@ -36,9 +35,7 @@ from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import require
 from agentbench_rl.harness.agent_errors import AgentRaised, GuardedAgent, GuardedBatchAgent
 from agentbench_rl.harness.fingerprints import data_fingerprint, record_agent
-from agentbench_rl.harness.journal import read_journal
 from agentbench_rl.harness.provenance import provenance
-from agentbench_rl.harness.results import read_episodes, write_episodes
 from agentbench_rl.harness.sampling import stratified_sample
 from agentbench_rl.harness.stats import summarize
 from agentbench_rl.harness.trajectories import RecordingEnv, write_episode
@@ -51,8 +48,9 @@ from agentbench_rl.rollout.episode import (
     episode_seed,
     play,
 )
+from agentbench_rl.spec.journal import read_journal
 from agentbench_rl.spec.records import EvaluationSummary
-from agentbench_rl.spec.results_folder import ResultsFolder
+from agentbench_rl.spec.results_folder import ResultsFolder, write_episodes
 
 EPISODE_COLUMNS = (
     "task_id",
@@ -302,45 +300,21 @@ def _prepare_folder(
     config: EvalConfig, out: Path, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
     """Check the results folder and return the episodes already done (for ``--resume``)."""
-    folder = ResultsFolder(out)
-    config_path = folder.config_file
-    stored = asdict(config)
-    if config_path.exists():
-        if not resume:
-            raise FileExistsError(
-                f"{out} already holds an evaluation; pass --resume to continue it "
-                "or choose another --out"
-            )
-        previous = read_json(config_path, str(config_path))
-        if not isinstance(previous, dict):
-            raise ValueError(f"{config_path} must hold a JSON object")
-        # A folder written before a field existed holds that field's default.
-        defaults = {item.name: item.default for item in fields(EvalConfig)}
-        previous = {
-            **{key: value for key, value in defaults.items() if value is not MISSING},
-            **previous,
-        }
-        if previous != stored:
-            changed = sorted(k for k in stored if previous.get(k) != stored[k])
-            raise ValueError(
-                f"--resume: {out} holds an evaluation with a different {', '.join(changed)}"
-            )
-    atomic_write_text(config_path, json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    journal = read_journal(folder.journal_file, EPISODE_COLUMNS)
-    if journal.duplicates:
+    defaults = {
+        item.name: item.default for item in fields(EvalConfig) if item.default is not MISSING
+    }
+    resumed = ResultsFolder(out).prepare(
+        asdict(config), defaults, resume, EPISODE_COLUMNS, config.episodes_format
+    )
+    if resumed.duplicates:
         message = (
-            f"{folder.journal_file}: {journal.duplicates} episodes were recorded twice; "
-            "each counts once (the first record is kept)"
+            f"{ResultsFolder(out).journal_file}: {resumed.duplicates} episodes were recorded "
+            "twice; each counts once (the first record is kept)"
         )
         (console or Console(stderr=True)).print(
             f"warning: {escape(printable(message))}", highlight=False
         )
-    done = journal.rows
-    if not done:
-        final = folder.episodes_file(config.episodes_format)
-        if final.exists() and folder.summary_file.exists():
-            done = cast(list[dict[str, Any]], read_episodes(final).to_dict("records"))
-    return done
+    return resumed.done
 
 
 def evaluate(

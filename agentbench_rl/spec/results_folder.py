@@ -5,19 +5,35 @@ Layout::
 
     config.json                  the evaluation's config (``EvalConfig``)
     agent.json                   the agent's fingerprint (source file or weights)
-    episodes.partial.jsonl       the journal while the run plays (``harness/journal.py``'s rules)
+    episodes.partial.jsonl       the journal while the run plays (``spec/journal.py``'s rules)
     episodes.csv | .parquet      one row per episode, written at the end
     summary.json                 every figure, written last
     trajectories/seed-S/T.json   with ``--save-trajectories``: every step of every episode
     view.html                    ``agentbench-rl view``'s page of those
     .lock                        held while a process writes the folder
+
+Rules of a resumed evaluation (:meth:`ResultsFolder.prepare`): a folder that holds a config is
+continued only with ``--resume`` and only for the same config (a field added since takes its
+default in the older file); the episodes done are the journal's rows (``spec/journal.py``:
+a torn last line repaired, a row recorded twice counted once), else, for a finished run, the
+episode table's.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
+import pandas as pd
+
+from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
+from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.lock import FolderLock
+from agentbench_rl.extras import install_hint
+from agentbench_rl.spec.journal import read_journal
 
 CONFIG_FILE = "config.json"
 AGENT_FILE = "agent.json"
@@ -55,3 +71,72 @@ class ResultsFolder:
     def lock(self) -> FolderLock:
         """The folder's lock, making the folder: one process writes an evaluation at a time."""
         return FolderLock.making(self.path, "results folder", "--out ")
+
+    def prepare(
+        self,
+        config: Mapping[str, Any],
+        defaults: Mapping[str, Any],
+        resume: bool,
+        columns: Sequence[str],
+        episodes_format: str,
+    ) -> Resumed:
+        """Check the folder against ``config`` (``defaults``: each field's default, for a
+        config written before the field existed), record ``config``, and return the episodes
+        already done. ``FileExistsError`` for a folder holding an evaluation without
+        ``resume``; ``ValueError`` naming the fields that differ from the stored config."""
+        if self.config_file.exists():
+            if not resume:
+                raise FileExistsError(
+                    f"{self.path} already holds an evaluation; pass --resume to continue it "
+                    "or choose another --out"
+                )
+            previous = read_json(self.config_file, str(self.config_file))
+            if not isinstance(previous, dict):
+                raise ValueError(f"{self.config_file} must hold a JSON object")
+            previous = {**defaults, **previous}
+            if previous != dict(config):
+                changed = sorted(k for k in config if previous.get(k) != config[k])
+                raise ValueError(
+                    f"--resume: {self.path} holds an evaluation with a different "
+                    f"{', '.join(changed)}"
+                )
+        atomic_write_text(self.config_file, json.dumps(config, indent=1, sort_keys=True) + "\n")
+        journal = read_journal(self.journal_file, columns)
+        done = journal.rows
+        final = self.episodes_file(episodes_format)
+        if not done and final.exists() and self.summary_file.exists():
+            done = cast(list[dict[str, Any]], read_episodes(final).to_dict("records"))
+        return Resumed(done, journal.duplicates)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What a results folder already holds: the episodes done, and how many of the journal's
+    rows repeated one (each counts once; the harness warns)."""
+
+    done: list[dict[str, Any]]
+    duplicates: int
+
+
+def write_episodes(episodes: pd.DataFrame, path: Path) -> None:
+    """Write the episodes table as CSV or Parquet (by suffix), atomically.
+
+    Parquet needs ``pyarrow``; without it the error says how to get it.
+    """
+    path = Path(path)
+    if path.suffix == ".csv":
+        atomic_write_text(path, episodes.to_csv(index=False, lineterminator="\n"))
+        return
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ValueError(f"Parquet output needs pyarrow: {install_hint('parquet')}") from None
+    buffer = episodes.to_parquet(index=False)
+    assert buffer is not None
+    atomic_write_bytes(path, buffer)
+
+
+def read_episodes(path: Path) -> pd.DataFrame:
+    """Read an episodes table written by :func:`write_episodes`."""
+    path = Path(path)
+    return pd.read_csv(path) if path.suffix == ".csv" else pd.read_parquet(path)

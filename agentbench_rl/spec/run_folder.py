@@ -12,7 +12,7 @@ Layout (spelled here and nowhere else)::
     done.json            written last, once the run finished
     .lock                held while a process trains the run
 
-Rules, as the evaluation journal's (``harness/journal.py``), so that nothing is lost and nothing is
+Rules, as the evaluation journal's (``spec/journal.py``), so that nothing is lost and nothing is
 counted twice:
 
 1. One process at a time: the trainer holds the folder's lock (:class:`FolderLock`) from before
