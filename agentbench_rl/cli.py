@@ -570,6 +570,31 @@ def bench_train(
     _with_train_extra(measure)
 
 
+@bench_app.command("engines")
+def bench_engines(
+    model: Annotated[
+        Path | None, typer.Option(help="A saved policy folder (default: the tiny model).")
+    ] = None,
+    env: Annotated[
+        str, typer.Option(help="Env whose first test tasks are the prompts.")
+    ] = "sokoban",
+    rows: Annotated[int, typer.Option(min=1, help="Prompts in the batch.")] = 32,
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Tokens per answer.")] = 32,
+    repeats: Annotated[int, typer.Option(min=1, help="Alternating runs of each engine.")] = 3,
+) -> None:
+    """Tokens per second of rollout generation with transformers and with vLLM on one batch
+    (needs the train and vllm extras; on a CPU, vLLM's CPU build: .ci/vllm)."""
+
+    def measure() -> None:
+        require("train", "bench engines")
+        require("vllm", "bench engines")
+        from agentbench_rl.bench.engines import run as run_engines
+
+        run_engines(console_for(), model, env, rows, max_new_tokens, repeats)
+
+    _with_train_extra(measure)
+
+
 @bench_app.command("bipace-epsilon")
 def bench_bipace_epsilon(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,

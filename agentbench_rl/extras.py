@@ -12,14 +12,17 @@ import importlib.util
 
 def install_hint(extra: str) -> str:
     """The command that installs an extra, as a user of a clone runs it (the package is not on
-    PyPI); the ``train`` extra gets the CPU torch pin first.
+    PyPI); the ``train`` and ``verl`` extras get the CPU torch pin first; ``vllm`` is vLLM's
+    CUDA build (it brings its own torch) on a GPU machine, its CPU build elsewhere.
 
     Example:
         >>> install_hint("plot")
         'pip install -e ".[plot]"'
     """
     command = f'pip install -e ".[{extra}]"'
-    if extra in ("train", "vllm", "verl"):
+    if extra == "vllm":
+        return f"{command} on a GPU machine; on a CPU, vLLM's CPU build: VLLM_VENV=DIR .ci/vllm"
+    if extra in ("train", "verl"):
         return f"pip install torch==2.13.0 && {command}"
     return command
 
@@ -30,6 +33,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "hf": (("torch", "transformers"), "train"),
     "parquet": (("pyarrow",), "parquet"),
     "plot": (("matplotlib",), "plot"),
+    "vllm": (("vllm",), "vllm"),
 }
 
 

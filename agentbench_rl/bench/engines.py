@@ -1,0 +1,104 @@
+"""Rollout generation with both engines on the same batch: transformers' ``generate`` (the
+policy's ``act``, ``engine: hf``) against vLLM (``engine: vllm``,
+:class:`~agentbench_rl.models.vllm_engine.VLLMActor`), tokens per second and their ratio.
+
+The batch is ``rows`` prompts of the env's first tasks, answered in ``generate`` mode with
+``max_new_tokens`` at temperature 1; each side runs ``repeats`` times, alternating (A, B, B,
+A, ...) so that load from other processes falls on both alike, and reports its median. The
+engine's build (vLLM loads and compiles: tens of seconds) is timed apart, not counted in the
+rate. The model is the ``tiny`` policy built on the spot, or a saved policy folder (``--model``,
+what ``hf:`` loads). vLLM's CPU build needs its KV cache size (``VLLM_CPU_KVCACHE_SPACE``,
+GiB), which this command sets to 1 unless it is set.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
+    from agentbench_rl.envs import env_class, make
+    from agentbench_rl.prompting import build_prompt
+
+    env = make(env_name, split="test")
+    ids = env_class(env_name).task_ids("test")
+    texts: list[str] = []
+    for k in range(rows):
+        observation, info = env.reset(options={"task_id": ids[k % len(ids)]})
+        texts.append(build_prompt(env_name, observation, [], info["admissible_actions"], prompt))
+    return texts
+
+
+def _policy(model: Path | None, max_new_tokens: int) -> Any:
+    from agentbench_rl.models.policy import Policy, load_saved_policy
+    from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
+    from agentbench_rl.prompting import PromptConfig
+    from agentbench_rl.rollout.scripted import tokenizer_texts
+
+    if model is not None:
+        return load_saved_policy(str(model), {"mode": "generate", "device": "cpu"})
+    prompt = PromptConfig(mode="generate", history_observations=False)
+    tiny = TinyModelConfig(tokenizer_episodes=20)
+    texts = tokenizer_texts("sokoban", {}, prompt, tiny.tokenizer_episodes, 0)
+    network, tokenizer = build_tiny(texts, tiny, 0)
+    return Policy(network, tokenizer, prompt, max_new_tokens=max_new_tokens)
+
+
+def run(
+    console: Console,
+    model: Path | None = None,
+    env: str = "sokoban",
+    rows: int = 32,
+    max_new_tokens: int = 32,
+    repeats: int = 3,
+) -> dict[str, float]:
+    """Time both engines on one batch and print the table; returns the figures."""
+    import torch
+
+    from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    policy = _policy(model, max_new_tokens)
+    policy.max_new_tokens = max_new_tokens
+    prompts = _prompts(env, rows, policy.prompt)
+    admissible = [["up"]] * rows
+    began = time.perf_counter()
+    engine = VLLMActor(policy, EngineSettings(gpu_memory_utilization=0.1))
+    build_s = time.perf_counter() - began
+    sides = {"transformers": policy, "vllm": engine}
+    rates: dict[str, list[float]] = {name: [] for name in sides}
+    order = [
+        name
+        for k in range(repeats)
+        for name in (("transformers", "vllm"), ("vllm", "transformers"))[k % 2]
+    ]
+    for name in ["transformers", "vllm", *order]:  # one warm-up each, then the timed runs
+        began = time.perf_counter()
+        out = sides[name].act(prompts, admissible, torch.Generator().manual_seed(0))
+        elapsed = time.perf_counter() - began
+        tokens = sum(len(ids) for ids in out.response_ids)
+        rates[name].append(tokens / elapsed)
+    figures = {name: statistics.median(values[1:]) for name, values in rates.items()}
+    figures["ratio"] = figures["vllm"] / figures["transformers"]
+    figures["vllm_build_s"] = build_s
+    table = Table(title=f"rollout generation, {rows} prompts x {max_new_tokens} tokens ({env})")
+    table.add_column("engine")
+    table.add_column("tokens/s", justify="right")
+    table.add_row("transformers generate", f"{figures['transformers']:.1f}")
+    table.add_row("vLLM", f"{figures['vllm']:.1f}")
+    table.add_row("vLLM / transformers", f"{figures['ratio']:.2f}x")
+    console.print(table)
+    console.print(
+        f"median of {repeats} alternating runs each, after one warm-up; vLLM's build "
+        f"(load and compile) took {build_s:.0f} s and is not counted; torch threads "
+        f"{torch.get_num_threads()}",
+        highlight=False,
+    )
+    return figures
