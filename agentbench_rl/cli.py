@@ -276,9 +276,9 @@ def train_command(
         train_config = load_config(config, [*extra, *ours])
         train_config.check()
         if show_config:
-            from agentbench_rl.train.config import dump_config
+            from agentbench_rl.train.config import show_config as sectioned
 
-            console_for().print(dump_config(train_config), end="", markup=False, highlight=False)
+            console_for().print(sectioned(train_config), end="", markup=False, highlight=False)
             return
         if out is None:
             label = train_config.model.rstrip("/").rsplit("/", 1)[-1]

@@ -10,6 +10,7 @@ import pytest
 from agentbench_rl.train.config import (
     CONFIG_VERSION,
     RUN_OPTION,
+    SECTIONS,
     WARM_START,
     TrainConfig,
     apply_overrides,
@@ -17,6 +18,7 @@ from agentbench_rl.train.config import (
     dump_config,
     load_config,
     read_run_config,
+    show_config,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -121,3 +123,19 @@ def test_config_from_dict_refuses_a_non_mapping() -> None:
         config_from_dict(3)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"^bc: expected a mapping, got 'on'$"):
         config_from_dict({"bc": "on"})
+
+
+def test_the_sections_cover_the_fields_in_the_order_the_class_declares_them() -> None:
+    listed = [name for names in SECTIONS.values() for name in names]
+    assert listed == list(TrainConfig.model_fields)  # each once, in declaration order
+
+
+def test_the_sectioned_view_reads_back_as_the_flat_config() -> None:
+    import yaml
+
+    config = apply_overrides(TrainConfig(), ["seed=3", "bc.epochs=4"])
+    shown = show_config(config)
+    assert [line for line in shown.splitlines() if line.startswith("# ")] == [
+        f"# {heading}" for heading in SECTIONS
+    ]
+    assert config_from_dict(yaml.safe_load(shown)) == config

@@ -45,6 +45,40 @@ WARM_START = {"warm_start": True}
 #: leaderboard entry written so far holds (a file without ``config_version`` is of version 1).
 CONFIG_VERSION = 1
 
+#: The sections of a run's declaration, in the order the class declares its fields:
+#: ``train --show-config`` prints the config so, each under its heading. A file keeps flat keys
+#: (``config_version`` 1: what every run folder, sweep file and override already spells), so a
+#: section is a heading, not a level of nesting; ``tests/test_train_config.py`` holds this table
+#: and the class together.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "the run": (
+        *("config_version", "env", "env_kwargs", "estimator", "estimator_params", "model"),
+        *("seed", "iterations"),
+    ),
+    "rollouts": (
+        *("n_tasks", "group_size", "train_split", "train_categories", "max_steps", "history"),
+        *("history_observations", "instruction", "action_mode", "temperature", "top_p"),
+        *("max_new_tokens", "max_prompt_tokens", "forward_batch_size"),
+    ),
+    "rewards and the estimator": (
+        *("reward", "success_reward", "invalid_penalty", "gamma", "hidden_layer"),
+        "advantage_norm",
+    ),
+    "PPO-clip": (
+        *("learning_rate", "clip_ratio", "kl_coef", "entropy_coef", "ppo_epochs"),
+        *("minibatch_size", "max_grad_norm"),
+    ),
+    "validation and checkpoints": (
+        *("val_every", "val_split", "val_limit", "val_categories", "val_seeds", "val_greedy"),
+        "checkpoint_every",
+    ),
+    "where it runs": (
+        *("backend", "ray_address", "env_workers", "engine", "vllm_gpu_memory_utilization"),
+        *("device", "dtype", "torch_threads"),
+    ),
+    "the tiny models and the warm start": ("tiny", "tiny_vl", "bc"),
+}
+
 Positive = Annotated[Whole, Field(ge=1)]
 Fraction = Annotated[Number, Field(ge=0, le=1)]
 NonNegative = Annotated[Number, Field(ge=0)]
@@ -542,7 +576,25 @@ def load_config(path: Path | None, overrides: Sequence[str] = ()) -> TrainConfig
 
 
 def dump_config(config: TrainConfig) -> str:
-    """The config as YAML text (sorted keys)."""
+    """The config as YAML text (sorted keys): what a run folder's ``config.yaml`` holds."""
     import yaml
 
     return yaml.safe_dump(config.to_dict(), sort_keys=True)
+
+
+def show_config(config: TrainConfig) -> str:
+    """The config as YAML text by section, each under a ``# heading`` (:data:`SECTIONS`); it
+    reads back as the same flat mapping.
+
+    Example:
+        >>> print(show_config(TrainConfig()).splitlines()[0])
+        # the run
+    """
+    import yaml
+
+    values = config.to_dict()
+    blocks = []
+    for heading, names in SECTIONS.items():
+        section = {name: values[name] for name in names}
+        blocks.append(f"# {heading}\n" + yaml.safe_dump(section, sort_keys=False))
+    return "\n".join(blocks)
