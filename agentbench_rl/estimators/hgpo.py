@@ -64,19 +64,12 @@ def context_levels(
 ) -> list[tuple[np.ndarray, int]]:
     """Codes of the level-k groups of two or more rows, k = 1 .. history_length + 1; code -1
     for a row in no such group (a lone key, or t < k − 1). ``anchors`` are the level-1 keys,
-    the rows' anchor sets (:func:`anchor_sets` keyed by observation); they are the fallback's
-    start (below).
+    the rows' anchor sets (:func:`anchor_sets` keyed by observation).
 
-    A row's deepest key is one integer, its group and its last K observations as digits base
-    W = (distinct observations + 1), 0 where the window runs past the trajectory's start::
-
-        key(i) = ((g_i·W + o_t + 1)·W + o_{t−1} + 1)·W + ... + o_{t−K+1} + 1
-
-    Sorted by it, the rows of each level-k group (equal group and first k digits, the k-th not
-    0) are one run, so one ``argsort`` gives every level; the groups' figures are then summed in
-    row order by :func:`level_advantage`, as the authors' code sums. Where the key would not fit
-    in 62 bits, each level is instead a re-factorisation of the one before: two rows with equal
-    level-k keys have equal level-(k − 1) keys.
+    Level k extends level k − 1 backwards by the observation k − 1 steps back, so
+    ``key_k = (o_{t−k+1}, key_{k−1})``; each level is one vectorised re-factorisation of the rows
+    that can still share a key: two rows with equal level-k keys have equal level-(k − 1) keys,
+    so a row alone at level k − 1 is alone at every deeper level.
 
     Example:
         >>> batch = StepBatch.from_records([
@@ -85,60 +78,23 @@ def context_levels(
         ...     for traj, path in (("x", "ACA"), ("y", "BCA")) for t, obs in enumerate(path)])
         >>> levels = context_levels(batch, anchor_sets(batch, "obs"), 2)
         >>> [(codes.tolist(), n) for codes, n in levels]
-        [([0, 1, 0, -1, 1, 0], 2), ([-1, -1, 0, -1, -1, 0], 1), ([-1, -1, -1, -1, -1, -1], 0)]
+        [([0, 1, 0, -1, 1, 0], 3), ([-1, -1, 1, -1, -1, 1], 3), ([-1, -1, -1, -1, -1, -1], 2)]
     """
-    obs_codes, n_obs = batch.codes("obs_key")
-    depth, width = history_length + 1, n_obs + 1
-    if batch.n_groups * width**depth >= 2**62:
-        return _refactorised_levels(batch, obs_codes, anchors, history_length)
-    keys = [batch.group_codes.astype(np.int64) * width + obs_codes + 1]  # level 1
-    ancestor = batch.prev_row
-    for _ in range(depth - 1):  # level k + 1: level k's key and one more digit
-        digit = np.where(ancestor >= 0, obs_codes[np.maximum(ancestor, 0)] + 1, 0)
-        keys.append(keys[-1] * width + digit)
-        ancestor = np.where(ancestor >= 0, batch.prev_row[np.maximum(ancestor, 0)], -1)
-    order = np.argsort(keys[-1])
-    starts = np.zeros(len(batch), dtype=bool)  # a new level-k key begins at this sorted row
-    levels = []
-    for key in keys:
-        ranked = key[order]
-        starts[0] = True
-        starts[1:] |= ranked[1:] != ranked[:-1]
-        bounds = np.flatnonzero(starts)
-        lengths = np.diff(bounds, append=len(ranked))
-        member = np.repeat(lengths >= 2, lengths) & (ranked % width != 0)
-        kept = np.cumsum(starts & member) - 1  # dense over the kept groups, in key order
-        codes = np.full(len(batch), -1, dtype=np.int64)
-        codes[order[member]] = kept[member]
-        levels.append((codes, int(kept[-1]) + 1 if len(kept) else 0))
-    return levels
-
-
-def _refactorised_levels(
-    batch: StepBatch,
-    obs_codes: np.ndarray,
-    anchors: tuple[np.ndarray, int],
-    history_length: int,
-) -> list[tuple[np.ndarray, int]]:
-    """:func:`context_levels` one factorisation per level (keys too long for one integer);
-    the codes of each level dense over its groups of two or more."""
-    level, _ = anchors  # key_1 = (o_t), within the task group
+    obs_codes, _ = batch.codes("obs_key")
+    level, n_level = anchors  # key_1 = (o_t), within the task group
     previous = batch.prev_row
     ancestor = previous  # the row at t − (k − 1), or -1 where t < k − 1
     levels = []
     for k in range(1, history_length + 2):
         if k > 1:
-            rows = np.flatnonzero((level >= 0) & (ancestor >= 0))
-            deeper = np.full(len(batch), -1, dtype=np.int64)
-            deeper[rows], _ = combine_codes(level[rows], obs_codes[ancestor[rows]])
-            level = deeper
+            shorter = level
+            rows = np.flatnonzero((shorter >= 0) & (ancestor >= 0))
+            level = np.full(len(batch), -1, dtype=np.int64)
+            level[rows], n_level = combine_codes(shorter[rows], obs_codes[ancestor[rows]])
             ancestor = np.where(ancestor >= 0, previous[np.maximum(ancestor, 0)], -1)
-        count = np.bincount(np.maximum(level, 0), weights=level >= 0)
-        member = (level >= 0) & (count[np.maximum(level, 0)] >= 2)
-        dense = np.full(len(batch), -1, dtype=np.int64)
-        groups, dense[member] = np.unique(level[member], return_inverse=True)
-        level = dense
-        levels.append((level, len(groups)))
+        count = np.bincount(np.maximum(level, 0), weights=level >= 0, minlength=n_level)
+        level = np.where((level >= 0) & (count[np.maximum(level, 0)] >= 2), level, -1)
+        levels.append((level, n_level))
     return levels
 
 
