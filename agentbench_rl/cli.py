@@ -261,19 +261,19 @@ def train_command(
         require("train", "train")
         from agentbench_rl.train.config import load_config
 
-        flags = {"env": env, "estimator": estimator, "model": model, "seed": seed}
+        flags: dict[str, Any] = {"env": env, "estimator": estimator, "model": model, "seed": seed}
         flags["backend"] = backend
         if engine not in (None, "verl"):
             flags["engine"] = engine
-        extra = [f"{key}={value}" for key, value in flags.items() if value is not None]
+        values = {key: value for key, value in flags.items() if value is not None}
         if bc:
-            extra.append("bc.enabled=true")
+            values["bc"] = {"enabled": True}
         ours, verl_extra = list(overrides or []), list[str]()
         if engine == "verl":
             from agentbench_rl.integrations.verl.config import split_overrides
 
             ours, verl_extra = split_overrides(ours)
-        train_config = load_config(config, [*extra, *ours])
+        train_config = load_config(config, ours, values)
         train_config.check()
         if show_config:
             from agentbench_rl.train.config import show_config as sectioned

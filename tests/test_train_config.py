@@ -139,3 +139,16 @@ def test_the_sectioned_view_reads_back_as_the_flat_config() -> None:
         f"# {heading}" for heading in SECTIONS
     ]
     assert config_from_dict(yaml.safe_load(shown)) == config
+
+
+def test_command_line_flags_are_set_as_typed_values_not_reread_as_yaml(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "agentbench_rl.cli", "train", "--show-config", "--model", "2024"],
+        capture_output=True, text=True, check=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert yaml.safe_load(shown.stdout)["model"] == "2024"  # a folder name, not the number

@@ -565,17 +565,31 @@ def read_run_config(path: Path) -> TrainConfig:
         raise ValueError(message if str(path) in message else f"{path}: {message}") from None
 
 
-def load_config(path: Path | None, overrides: Sequence[str] = ()) -> TrainConfig:
-    """Read a YAML config (``None``: the defaults) and apply ``key=value`` overrides.
+def load_config(
+    path: Path | None, overrides: Sequence[str] = (), values: Mapping[str, Any] | None = None
+) -> TrainConfig:
+    """Read a YAML config (``None``: the defaults), set ``values`` (typed, as the command line's
+    flags give them: never re-read as YAML text, so ``--model 2024`` stays a folder name), then
+    apply ``key=value`` overrides; a section's values merge into it.
 
     A sweep file's ``base`` section is accepted too, so one file serves ``train --config`` and
     ``sweep``.
+
+    Example:
+        >>> load_config(None, ["seed=2"], {"model": "2024", "bc": {"enabled": True}}).model
+        '2024'
     """
-    values: dict[str, Any] = {}
+    loaded: dict[str, Any] = {}
     if path is not None:
         loaded = read_yaml_mapping(Path(path))
-        values = dict(loaded.get("base", loaded)) if "grid" in loaded else loaded
-    return apply_overrides(config_from_dict(values), overrides)
+        loaded = dict(loaded.get("base", loaded)) if "grid" in loaded else loaded
+    merged = dict(loaded)
+    for key, value in (values or {}).items():
+        section = merged.get(key)
+        merged[key] = (
+            {**section, **value} if isinstance(section, dict) and isinstance(value, dict) else value
+        )
+    return apply_overrides(config_from_dict(merged), overrides)
 
 
 def dump_config(config: TrainConfig) -> str:
