@@ -134,8 +134,12 @@ def test_the_engine_serves_the_pushed_weights(policy: Policy, actor: VLLMActor) 
         fresh = actor.act(rows, [["up"]] * 3, torch.Generator().manual_seed(0), greedy=True)
         assert largest_gap(policy, fresh) < LOGPROB_TOLERANCE
         sampled = actor.act(rows, [["up"]] * 3, torch.Generator().manual_seed(3))
-        assert largest_gap(policy, sampled) < LOGPROB_TOLERANCE  # at temperature 1 too
+        assert largest_gap(policy, sampled) < LOGPROB_TOLERANCE  # sampled at temperature 1
+        policy.temperature = 0.7  # the engine's are the sampler's (processed), not the raw ones
+        cooler = actor.act(rows, [["up"]] * 3, torch.Generator().manual_seed(3))
+        assert largest_gap(policy, cooler) < LOGPROB_TOLERANCE
     finally:
+        policy.temperature = 1.0
         policy.model.load_state_dict(saved)
         actor.sync()
 
