@@ -119,13 +119,25 @@ def one_line(error: ValidationError, model: type[BaseModel], where: str = "") ->
     return f"{name}: {first['msg']}, got {value!r}"
 
 
+def section_of(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The model of field ``name`` of ``model`` when that field is a section (a nested model),
+    else ``None`` (a plain field, or no such field): how an override's dotted key and an
+    unknown key's suggestion walk down the sections (``TrainConfig``'s ``bc``, ``tiny``).
+    """
+    info = model.model_fields.get(name)
+    annotation = info.annotation if info is not None else None
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
 def _known(model: type[BaseModel], loc: list[str]) -> dict[str, Any]:
     """The field names of the (nested) model at ``loc``."""
     for part in loc:
-        annotation = model.model_fields[part].annotation if part in model.model_fields else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        section = section_of(model, part)
+        if section is None:
             return {}
-        model = annotation
+        model = section
     return dict(model.model_fields)
 
 

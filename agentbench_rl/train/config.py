@@ -28,7 +28,15 @@ from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
 from agentbench_rl.rollout.batched import Reward
-from agentbench_rl.spec.typed import Flag, Number, Spec, Text, Whole, did_you_mean
+from agentbench_rl.spec.typed import (
+    Flag,
+    Number,
+    Spec,
+    Text,
+    Whole,
+    did_you_mean,
+    section_of,
+)
 
 if TYPE_CHECKING:
     from agentbench_rl.harness.evaluate import EvalConfig
@@ -495,12 +503,7 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
                 raise ValueError(
                     f"unknown config key '{name}'{did_you_mean(part, model.model_fields, name)}"
                 )
-            annotation = model.model_fields[part].annotation if model is not None else None
-            section = (
-                annotation
-                if isinstance(annotation, type) and issubclass(annotation, BaseModel)
-                else None
-            )
+            section = section_of(model, part) if model is not None else None
             if depth == len(parts) - 1:
                 if section is not None:
                     raise ValueError(f"override {key}: set its fields ({key}.NAME=value)")
