@@ -142,27 +142,20 @@ def initial_policy(
     env_kwargs = config.train_env().make_kwargs()
     warm_seed = config.warm_start_seed()
     image_processor = None
-    if config.model == "tiny":
+    if config.model in ("tiny", "tiny-vl"):
+        sizes = config.tiny if config.model == "tiny" else config.tiny_vl
         texts = tokenizer_texts(
             config.env,
             env_kwargs,
             config.prompt_config(),
-            config.tiny.tokenizer_episodes,
+            sizes.tokenizer_episodes,
             warm_seed,
             config.train_split,
         )
-        model, tokenizer = build_tiny(texts, config.tiny, warm_seed)
-        model = model.to(device)
-    elif config.model == "tiny-vl":
-        texts = tokenizer_texts(
-            config.env,
-            env_kwargs,
-            config.prompt_config(),
-            config.tiny_vl.tokenizer_episodes,
-            warm_seed,
-            config.train_split,
-        )
-        model, tokenizer, image_processor = build_tiny_vl(texts, config.tiny_vl, warm_seed)
+        if config.model == "tiny":
+            model, tokenizer = build_tiny(texts, config.tiny, warm_seed)
+        else:
+            model, tokenizer, image_processor = build_tiny_vl(texts, config.tiny_vl, warm_seed)
         model = model.to(device)
     else:
         model, tokenizer = load_pretrained(config.model, dtype=config.dtype, device=device)
