@@ -48,8 +48,17 @@ class EnvSpec(Spec):
         """The split's task ids, in split order, of ``categories`` when given (``env``, made
         if not given, tells a category the split does not list); ``what`` names the setting
         in the error when a category is unknown or leaves nothing."""
-        ids = env_class(self.name).task_ids(self.split)
         if not self.categories:
-            return ids
+            return env_class(self.name).task_ids(self.split)
+        return list(self.categorised(env, what))
+
+    def categorised(
+        self, env: TextAgentEnv[Any] | None = None, what: str = "categories"
+    ) -> dict[str, str]:
+        """The tasks :meth:`tasks` gives, each with its category, in split order (one look at
+        the categories: an evaluation's stratified sample draws from these)."""
+        ids = env_class(self.name).task_ids(self.split)
         known = task_categories_of(env or self.make(), self.split, ids)
-        return tasks_of_categories(known, ids, list(self.categories), what, self.split)
+        if self.categories:
+            ids = tasks_of_categories(known, ids, list(self.categories), what, self.split)
+        return {task: known[task] for task in ids}

@@ -29,7 +29,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.text import printable
-from agentbench_rl.envs import env_class, resolve, task_categories_of
+from agentbench_rl.envs import env_class, resolve
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import require
@@ -141,12 +141,13 @@ class EvalConfig:
             >>> len(config.tasks())
             3
         """
-        ids = self.env_spec().tasks(env)
-        if not self.limit or self.limit >= len(ids):
+        ids = env_class(self.env).task_ids(self.split)
+        if not self.categories and (not self.limit or self.limit >= len(ids)):
             return ids
-        env = env or self.make_env()
-        categories = task_categories_of(env, self.split, ids)
-        return stratified_sample(categories, self.limit)
+        categorised = self.env_spec().categorised(env)
+        if not self.limit or self.limit >= len(categorised):
+            return list(categorised)
+        return stratified_sample(categorised, self.limit)
 
 
 def parse_env_options(options: list[str]) -> dict[str, Any]:
@@ -297,18 +298,18 @@ def _run_jobs(
 
 
 def _prepare_folder(
-    config: EvalConfig, out: Path, resume: bool, console: Console | None
+    config: EvalConfig, folder: ResultsFolder, resume: bool, console: Console | None
 ) -> list[dict[str, Any]]:
     """Check the results folder and return the episodes already done (for ``--resume``)."""
     defaults = {
         item.name: item.default for item in fields(EvalConfig) if item.default is not MISSING
     }
-    resumed = ResultsFolder(out).prepare(
+    resumed = folder.prepare(
         asdict(config), defaults, resume, EPISODE_COLUMNS, config.episodes_format
     )
     if resumed.duplicates:
         message = (
-            f"{ResultsFolder(out).journal_file}: {resumed.duplicates} episodes were recorded "
+            f"{folder.journal_file}: {resumed.duplicates} episodes were recorded "
             "twice; each counts once (the first record is kept)"
         )
         (console or Console(stderr=True)).print(
@@ -387,7 +388,7 @@ def _evaluate_in(
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     folder = ResultsFolder(out)
-    done = _prepare_folder(config, out, resume, console)
+    done = _prepare_folder(config, folder, resume, console)
     fingerprint = record_agent(out, config.agent)
     tasks = config.tasks(env)
     total = len(env.task_ids(config.split))
