@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agentbench_rl.agents.base import Capabilities
 from agentbench_rl.agents.simple import CallableAgent, RandomAgent
 from agentbench_rl.envs import make
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate, run_episode
@@ -19,8 +20,8 @@ from agentbench_rl.rollout.episode import (
     EpisodeSlot,
     Lockstep,
     action_valid,
-    agent_format_kept,
     episode_seed,
+    format_kept,
     play,
 )
 from agentbench_rl.rollout.group import GroupEnv, rollout_group
@@ -86,8 +87,8 @@ def test_one_validity_rule_for_training_and_evaluation() -> None:
     env = make("sokoban", split="test")
     row = run_episode(env, _FormatAgent(), "test-0000", seed=0)
     assert row["success"] and row["invalid_actions"] == row["steps"] == 3
-    assert not agent_format_kept(_FormatAgent(), "<action>up</action>")
-    assert agent_format_kept(RandomAgent(), "up")  # agents without a format keep it
+    assert not format_kept(Capabilities.of(_FormatAgent()), "<action>up</action>")
+    assert format_kept(Capabilities.of(RandomAgent()), "up")  # agents without a format keep it
     assert action_valid("x", {"action_valid": True}, format_kept=False) is False
 
 

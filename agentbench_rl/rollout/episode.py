@@ -78,17 +78,19 @@ def env_action(action: object) -> str:
     return action if isinstance(action, str) else ""
 
 
-def agent_format_kept(agent: object, action: object) -> bool:
-    """Whether an agent's answer kept its answer format: agents whose ``answer_format`` is
+def format_kept(capabilities: Capabilities, action: object) -> bool:
+    """Whether an answer kept its agent's answer format: agents whose ``answer_format`` is
     ``"generate"`` must write the papers' format; other agents have none to keep.
 
     Example:
         >>> class Model:
         ...     answer_format = "generate"
-        >>> agent_format_kept(Model(), "<action>up</action>"), agent_format_kept(object(), "up")
-        (False, True)
+        >>> format_kept(Capabilities.of(Model()), "<action>up</action>")
+        False
+        >>> format_kept(Capabilities.of(object()), "up")
+        True
     """
-    if Capabilities.of(agent).answer_format != "generate":
+    if capabilities.answer_format != "generate":
         return True
     return isinstance(action, str) and format_ok(action)
 
@@ -315,6 +317,7 @@ class AgentRows:
 
     def __init__(self, agents: Sequence[Agent]) -> None:
         self.agents = list(agents)
+        self.capabilities = [Capabilities.of(agent) for agent in self.agents]
         self.name = self.agents[0].name if self.agents else ""
 
     def begin_episodes(self, envs: Sequence[TextAgentEnv[Any]], seeds: Sequence[int]) -> None:
@@ -338,15 +341,11 @@ class AgentRows:
             rows, observations, infos, histories, strict=True
         ):
             agent = self.agents[row]
-            if Capabilities.of(agent).reads_history:
+            if self.capabilities[row].reads_history:
                 actions.append(agent.act(observation, info, history))  # type: ignore[call-arg]
             else:
                 actions.append(agent.act(observation, info))
         return actions
-
-    def row_agent(self, row: int) -> Agent:
-        """The agent playing ``row`` (its ``answer_format`` decides the row's validity)."""
-        return self.agents[row]
 
 
 def as_batch_agent(agents: BatchAgent | Sequence[Agent]) -> BatchAgent:
@@ -363,7 +362,10 @@ def drive(lock: Lockstep, agent: BatchAgent) -> Iterator[int]:
     every live episode; validity follows :func:`action_valid` with the answer format of the
     row's agent.
     """
-    rows_agent = agent.row_agent if isinstance(agent, AgentRows) else (lambda row: agent)
+    if isinstance(agent, AgentRows):
+        capabilities = agent.capabilities
+    else:  # one batched agent plays every row
+        capabilities = [Capabilities.of(agent)] * len(lock.episodes)
     while lock.live:
         live = list(lock.live)
         episodes = [lock.episodes[index] for index in live]
@@ -377,7 +379,7 @@ def drive(lock: Lockstep, agent: BatchAgent) -> Iterator[int]:
             raise ValueError(
                 f"agent '{agent.name}': act_batch answered {len(actions)} rows for {len(live)}"
             )
-        kept = [agent_format_kept(rows_agent(i), a) for i, a in zip(live, actions, strict=True)]
+        kept = [format_kept(capabilities[i], a) for i, a in zip(live, actions, strict=True)]
         ended = len(lock.finished)
         lock.step(actions, kept)
         yield from lock.finished[ended:]
