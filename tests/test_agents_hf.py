@@ -46,6 +46,9 @@ def test_spec_parsing_and_errors() -> None:
         parse_spec("hf:x?mode=guess")
     with pytest.raises(ValueError, match="expected hf:"):
         parse_spec("hf:")
+    for memory in ("0", "1.5", "lots", "nan"):  # refused when the spec is read, before a load
+        with pytest.raises(ValueError, match=r"memory must be in \(0, 1\]"):
+            parse_spec(f"hf:x?engine=vllm&memory={memory}")
 
 
 def test_missing_model_fails_with_one_line(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ policy in the harness.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -47,7 +48,17 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
         raise ValueError(f"agent '{spec}': mode must be generate or choose")
     if options.get("engine", "hf") not in ENGINES:
         raise ValueError(f"agent '{spec}': engine must be hf or vllm")
+    if "memory" in options and not 0 < _number(options["memory"]) <= 1:
+        raise ValueError(f"agent '{spec}': memory must be in (0, 1], got {options['memory']}")
     return target, options
+
+
+def _number(text: str) -> float:
+    """``text`` as a float, NaN when it is not one (so every range check refuses it)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
 
 
 class HFAgent(PolicyAgent):
@@ -78,9 +89,7 @@ class HFAgent(PolicyAgent):
 
         try:
             memory = float(self.options.get("memory", EngineSettings.gpu_memory_utilization))
-            if not 0 < memory <= 1:
-                raise ValueError(f"memory must be in (0, 1], got {memory}")
             settings = EngineSettings(options.get("dtype", "float32"), memory)
             return VLLMActor(policy, settings)
-        except (ImportError, RuntimeError, ValueError) as problem:  # no vLLM, no GPU, bad option
+        except (ImportError, RuntimeError) as problem:  # no vLLM, no GPU
             raise ValueError(f"agent '{self.name}': {problem}") from None
