@@ -36,7 +36,7 @@ def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
     return texts
 
 
-def _policy(model: Path | None, max_new_tokens: int) -> Any:
+def _policy(model: Path | None) -> Any:
     from agentbench_rl.models.policy import Policy, load_saved_policy
     from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
     from agentbench_rl.prompting import PromptConfig
@@ -48,7 +48,7 @@ def _policy(model: Path | None, max_new_tokens: int) -> Any:
     tiny = TinyModelConfig(tokenizer_episodes=20)
     texts = tokenizer_texts("sokoban", {}, prompt, tiny.tokenizer_episodes, 0)
     network, tokenizer = build_tiny(texts, tiny, 0)
-    return Policy(network, tokenizer, prompt, max_new_tokens=max_new_tokens)
+    return Policy(network, tokenizer, prompt)
 
 
 def run(
@@ -65,8 +65,8 @@ def run(
     from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    policy = _policy(model, max_new_tokens)
-    policy.max_new_tokens = max_new_tokens
+    policy = _policy(model)
+    policy.max_new_tokens = max_new_tokens  # a saved policy's own length too
     prompts = _prompts(env, rows, policy.prompt)
     admissible = [["up"]] * rows
     began = time.perf_counter()

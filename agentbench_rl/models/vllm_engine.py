@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,7 +131,7 @@ def weight_items(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
         yield name, tensor.detach()
 
 
-def push_weights(llm: Any, items: Sequence[tuple[str, torch.Tensor]]) -> None:
+def push_weights(llm: Any, items: Iterable[tuple[str, torch.Tensor]]) -> None:
     """Load ``items`` into the engine's model in place and drop the prefix cache built with the
     old weights; ``RuntimeError`` when a worker did not take them all."""
     weights = list(items)
@@ -222,7 +222,7 @@ class VLLMActor:
 
     def sync(self) -> None:
         """Push the policy's current weights into the engine."""
-        push_weights(self.llm, list(weight_items(self.policy.model)))
+        push_weights(self.llm, weight_items(self.policy.model))
 
     def act(
         self,
