@@ -151,6 +151,12 @@ def eval_command(
             "--save-trajectories", help="Write every step to OUT/trajectories (see view)."
         ),
     ] = False,
+    env_server: Annotated[
+        str | None,
+        typer.Option(
+            help="Play on the env served at this URL (serve-env); the same results as local."
+        ),
+    ] = None,
 ) -> None:
     """Evaluate an agent on every task of a standard split, once per seed."""
     from agentbench_rl.envs import evaluation_split
@@ -186,6 +192,7 @@ def eval_command(
             console=console,
             batch_size=batch_size,
             concurrency=concurrency,
+            env_server=env_server,
         )
     except AgentError as problem:
         if debug:
@@ -203,6 +210,63 @@ def eval_command(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@app.command("serve-env")
+def serve_env_command(
+    env: Annotated[str, typer.Option(help=f"{ENV_HELP}.")] = "sokoban",
+    split: Annotated[
+        str | None, typer.Option(help="Standard split; default the env's evaluation split.")
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = 8000,
+    max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
+    env_option: Annotated[
+        list[str] | None,
+        typer.Option(help="Env constructor argument KEY=VALUE (JSON value), repeatable."),
+    ] = None,
+    max_sessions: Annotated[int, typer.Option(min=1, help="Sessions (envs) at once.")] = 64,
+    idle_timeout: Annotated[
+        float, typer.Option(min=1, help="Seconds a session may idle before it is closed.")
+    ] = 600.0,
+    max_message_bytes: Annotated[
+        int, typer.Option(min=1024, help="Largest request or WebSocket message.")
+    ] = 1 << 20,
+) -> None:
+    """Serve an env over OpenEnv's protocol (WebSocket sessions; needs the openenv extra)."""
+    from agentbench_rl.envs import evaluation_split
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.evaluate import parse_env_options
+
+    try:
+        from agentbench_rl.integrations.openenv.server import serve
+    except ImportError:
+        _fail("serve-env needs openenv-core: pip install 'agentbench-rl[openenv]'")
+        return
+    try:
+        spec = EnvSpec(
+            name=env,
+            split=split or evaluation_split(env),
+            kwargs=parse_env_options(env_option or []),
+            max_steps=max_steps,
+        )
+        console.print(
+            escape(f"serving {spec.name}/{spec.split} on http://{host}:{port} (Ctrl-C stops)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        serve(
+            spec,
+            host=host,
+            port=port,
+            max_sessions=max_sessions,
+            idle_timeout=idle_timeout,
+            max_message_bytes=max_message_bytes,
+        )
+    except (ValueError, TypeError) as problem:
+        _fail(str(problem))
 
 
 @app.command("view")
@@ -425,13 +489,26 @@ def estimators_command(
 def bench_envs(
     env: Annotated[list[str] | None, typer.Option(help="Envs to measure (default: all).")] = None,
     steps: Annotated[int, typer.Option(min=1, help="Steps to time per env.")] = 20_000,
+    server: Annotated[
+        bool,
+        typer.Option(
+            "--server", help="Served (serve-env, 1 and 32 sessions) against in-process steps/s."
+        ),
+    ] = False,
 ) -> None:
     """Steps per second and reset time of each env, as a table."""
     from agentbench_rl.bench.envs import run as run_envs
+    from agentbench_rl.bench.envs import run_served
 
     try:
-        run_envs(env or None, steps=steps, console=console_for())
-    except ValueError as problem:
+        if server:
+            for name in env or ["sokoban"]:
+                run_served(name, steps=steps, console=console_for())
+        else:
+            run_envs(env or None, steps=steps, console=console_for())
+    except ImportError:
+        _fail("bench envs --server needs openenv-core: pip install 'agentbench-rl[openenv]'")
+    except (ValueError, RuntimeError) as problem:
         _fail(str(problem))
 
 

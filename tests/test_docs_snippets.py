@@ -7,7 +7,7 @@ interpreter, and every shell line runs with ``bash``. Every shell line must be c
 ``COMMANDS`` below (a new README line without a class fails the test), and the class says where
 it runs: here (``run``), in the slow suite (``slow``), or, for the few lines that cannot run on a
 test machine, which test covers them instead (``setup``, ``network``, ``gpu``, ``served``,
-``verl``).
+``verl``, ``openenv``).
 The only edits are data locations (the placeholder ``/path/to/WebShop/data`` becomes the test
 data, the ALFWorld archive the card names is placed in the working directory, ``$HOME`` is a
 temporary folder) and ``--port 0`` for ``leaderboard serve`` (port 8000 may be taken).
@@ -60,6 +60,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # A model behind a real server; the agent is tested on a local one (test_agents_openai_http).
     (r"--agent \"openai:", "served"),
     (r"^agentbench-rl leaderboard serve", "slow-serve"),
+    # A served env runs until stopped; tests/test_openenv.py serves and plays it (.ci/openenv).
+    (r"^agentbench-rl serve-env|--env-server", "openenv"),
     # Three seeds on a whole split, and the leaderboard steps that file such a run: the default
     # suite runs the cheaper lines; tests/test_cli_newcomer.py covers `leaderboard init` there.
     (r"^agentbench-rl eval .*--seeds 0 1 2", "slow"),

@@ -22,6 +22,7 @@ OPTIONAL = (
     "spacy",
     "verl",  # the verl integration's examples run in the verl environment (tests/test_verl.py)
     "transfer_queue",
+    "openenv",  # the served envs' examples run in the openenv environment (tests/test_openenv.py)
 )
 
 MODULES = sorted(

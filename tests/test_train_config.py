@@ -76,6 +76,7 @@ def test_identity_leaves_out_exactly_the_run_options() -> None:
         "backend",
         "ray_address",
         "env_workers",
+        "env_server",  # a served env gives the local numbers (tests/test_openenv.py)
         "vllm_gpu_memory_utilization",
     }
     identity = TrainConfig().identity()

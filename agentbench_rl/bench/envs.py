@@ -145,3 +145,102 @@ def run(names: Sequence[str] | None, steps: int, console: Console) -> None:
             report(console)
         except (ImportError, FileNotFoundError, ValueError) as problem:
             console.print(f"{name} detail skipped: {str(problem).splitlines()[0]}")
+
+
+#: Sessions in flight at once in the served-env benchmark (the issue's two figures).
+SERVED_CONCURRENCY = (1, 32)
+#: The goal: at concurrency 32, served steps/s at least this share of in-process steps/s.
+SERVED_TARGET_RATIO = 0.5
+
+
+def time_served(name: str, steps: int, concurrency: int, server: str, seed: int = 0) -> float:
+    """Steps per second of ``concurrency`` served envs stepped together (every step's requests
+    in flight at once, :func:`~agentbench_rl.envs.remote.step_all`), random admissible actions."""
+    from agentbench_rl.envs.remote import step_all
+    from agentbench_rl.envs.spec import EnvSpec
+
+    split = evaluation_split(name)
+    spec = EnvSpec(name=name, split=split)
+    envs = [spec.make(server=server) for _ in range(concurrency)]
+    tasks = env_class(name).task_ids(split)
+    rng = random.Random(seed)
+    infos = [env.reset(options={"task_id": tasks[k % len(tasks)]})[1] for k, env in enumerate(envs)]
+    done_steps, elapsed, next_task = 0, 0.0, concurrency
+    while done_steps < steps:
+        actions = [rng.choice(info["admissible_actions"] or [""]) for info in infos]
+        tick = time.perf_counter()
+        answers = step_all(envs, actions)
+        elapsed += time.perf_counter() - tick
+        done_steps += len(envs)
+        for k, answer in enumerate(answers):
+            infos[k] = answer[4]
+            if answer[2] or answer[3]:  # a reset is not a step: off the clock
+                infos[k] = envs[k].reset(options={"task_id": tasks[next_task % len(tasks)]})[1]
+                next_task += 1
+    for env in envs:
+        env.close()
+    return done_steps / elapsed
+
+
+def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
+    """Served against in-process steps/s of one env, at each of :data:`SERVED_CONCURRENCY`:
+    the server is ``agentbench-rl serve-env`` in a process of its own (the machine's cores
+    shared by server and client, as the in-process figure has them)."""
+    import socket
+    import subprocess
+    import sys
+
+    local = time_env(name, steps=steps)["steps_per_s"]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "agentbench_rl.cli", "serve-env", "--env", name]
+    command += ["--port", str(port), "--max-sessions", str(max(SERVED_CONCURRENCY) + 4)]
+    url = f"http://127.0.0.1:{port}"
+    figures = {"in_process": local}
+    # The server's output goes to a file: a pipe nobody reads would fill and stall it.
+    with tempfile.TemporaryFile() as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_for(url, name, server, log)
+            for concurrency in SERVED_CONCURRENCY:
+                figures[f"served_{concurrency}"] = time_served(name, steps, concurrency, url)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    table = Table(title=f"{name} served over OpenEnv (WebSocket) against in-process")
+    for column in ("mode", "sessions", "steps/s", "vs in-process", "goal"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    table.add_row("in-process", "1", f"{local:,.0f}", "1.00x", "")
+    for concurrency in SERVED_CONCURRENCY:
+        rate = figures[f"served_{concurrency}"]
+        goal = ""
+        if concurrency == max(SERVED_CONCURRENCY):
+            met = rate / local >= SERVED_TARGET_RATIO
+            goal = f">= {SERVED_TARGET_RATIO:.2f}x: " + (
+                "[green]met[/]" if met else "[red]not met[/]"
+            )
+        table.add_row("served", str(concurrency), f"{rate:,.0f}", f"{rate / local:.2f}x", goal)
+    console.print(table)
+    return figures
+
+
+def _wait_for(url: str, name: str, server: Any, log: Any, timeout: float = 60.0) -> None:
+    """Until the server at ``url`` answers (``RuntimeError`` with its ``log`` if it ends)."""
+    from agentbench_rl.envs.spec import EnvSpec
+
+    deadline = time.monotonic() + timeout
+    spec = EnvSpec(name=name, split=evaluation_split(name))
+    while True:
+        if server.poll() is not None:
+            log.seek(0)
+            raise RuntimeError(f"serve-env stopped: {log.read().decode().strip()}")
+        try:
+            spec.make(server=url).close()
+            return
+        except (ConnectionError, OSError):
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"serve-env did not answer at {url} in {timeout:.0f} s"
+                ) from None
+            time.sleep(0.2)

@@ -98,6 +98,10 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     prompt_instruction: ClassVar[str] = "Complete the task described in the observation."
     action_aliases: ClassVar[Mapping[str, str]] = {}
     default_max_steps: ClassVar[int] = 50
+    #: Whether instances may step in different threads at once (a server runs each session's
+    #: env in a thread of its own; an env that shares a parser or a process-wide engine says
+    #: False, and its sessions then take turns on one thread).
+    thread_safe: ClassVar[bool] = True
 
     def __init__(
         self, split: str = "test", max_steps: int | None = None, render_mode: str | None = None

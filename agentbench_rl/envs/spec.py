@@ -19,6 +19,7 @@ from pydantic import ConfigDict, Field
 
 from agentbench_rl.envs import env_class, make, task_categories_of, tasks_of_categories
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.remote import remote_env
 from agentbench_rl.spec.typed import Spec
 
 
@@ -40,8 +41,13 @@ class EnvSpec(Spec):
             kwargs["max_steps"] = self.max_steps
         return kwargs
 
-    def make(self) -> TextAgentEnv[Any]:
-        """A fresh env on this split."""
+    def make(self, server: str | None = None) -> TextAgentEnv[Any]:
+        """A fresh env on this split; with ``server``, the env that server serves
+        (``agentbench-rl serve-env``), checked to be this one (:mod:`agentbench_rl.envs.remote`).
+        """
+        if server is not None:
+            local = env_class(self.name)
+            return remote_env(local, server, self.split, self.max_steps, dict(self.kwargs))
         return make(self.name, split=self.split, **self.make_kwargs())
 
     def tasks(self, env: TextAgentEnv[Any] | None = None, what: str = "categories") -> list[str]:

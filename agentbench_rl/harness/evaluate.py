@@ -209,11 +209,12 @@ class BatchPlayer:
         agent: Agent | BatchAgent | None = None,
         out: Path | None = None,
         prepared: Agent | BatchAgent | None = None,
+        env_server: str | None = None,
     ) -> None:
         self.batch_size, self.spec = batch_size, config.agent
         # With --save-trajectories every env records its episode, written to OUT as it ends.
         self.out = out if config.save_trajectories else None
-        self.envs: list[Any] = [config.make_env() for _ in range(batch_size)]
+        self.envs: list[Any] = [config.env_spec().make(env_server) for _ in range(batch_size)]
         if self.out is not None:
             self.envs = [RecordingEnv(env) for env in self.envs]
         # ``prepared``: the first agent of config.agent, already loaded by evaluate's check.
@@ -264,8 +265,12 @@ class BatchPlayer:
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(config: EvalConfig, batch_size: int, concurrency: int, out: Path) -> None:
-    _worker_state["player"] = BatchPlayer(config, batch_size, concurrency, out=out)
+def _init_worker(
+    config: EvalConfig, batch_size: int, concurrency: int, out: Path, env_server: str | None
+) -> None:
+    _worker_state["player"] = BatchPlayer(
+        config, batch_size, concurrency, out=out, env_server=env_server
+    )
 
 
 def _worker_batch(jobs: list[tuple[str, int]]) -> list[dict[str, Any]]:
@@ -281,16 +286,17 @@ def _run_jobs(
     concurrency: int,
     out: Path,
     prepared: Agent | BatchAgent | None = None,
+    env_server: str | None = None,
 ) -> Iterator[dict[str, Any]]:
     batch_size = min(batch_size, len(jobs))
     if workers == 1 or len(jobs) <= batch_size:
-        player = BatchPlayer(config, batch_size, concurrency, agent, out, prepared)
+        player = BatchPlayer(config, batch_size, concurrency, agent, out, prepared, env_server)
         yield from player.play(jobs)
         return
     batches = [jobs[start : start + batch_size] for start in range(0, len(jobs), batch_size)]
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
-    initargs = (config, batch_size, concurrency, out)
+    initargs = (config, batch_size, concurrency, out, env_server)
     with context.Pool(workers, initializer=_init_worker, initargs=initargs) as pool:
         chunksize = max(1, 4 // batch_size)
         for rows in pool.imap_unordered(_worker_batch, batches, chunksize=chunksize):
@@ -327,13 +333,16 @@ def evaluate(
     agent: Agent | BatchAgent | None = None,
     batch_size: int | None = None,
     concurrency: int = 1,
+    env_server: str | None = None,
 ) -> dict[str, Any]:
     """Run (or finish) the evaluation and write ``episodes.csv`` and ``summary.json`` to ``out``.
 
     ``batch_size`` episodes play in lockstep per process (:class:`BatchPlayer`; default: the
     ``concurrency``, else 1); ``concurrency`` caps the requests an ``openai:`` agent has in
-    flight. Neither changes a number of the results, nor do ``workers``: they are not part of
-    the config, and a run may be resumed with other values.
+    flight. Neither changes a number of the results, nor do ``workers``, nor ``env_server``
+    (the episodes play on envs that ``agentbench-rl serve-env`` serves there, and come out
+    byte for byte as local ones): they are not part of the config, and a run may be resumed
+    with other values.
 
     ``agent``, when given, plays instead of a fresh ``load_agent(config.agent)`` (a policy already
     in memory, such as the trainer's; ``config.agent`` still names it in the results); it needs
@@ -370,7 +379,17 @@ def evaluate(
     out = Path(out)
     with ResultsFolder(out).lock():  # one run writes a results folder at a time
         return _evaluate_in(
-            config, env, out, workers, resume, console, agent, batch_size, concurrency, prepared
+            config,
+            env,
+            out,
+            workers,
+            resume,
+            console,
+            agent,
+            batch_size,
+            concurrency,
+            prepared,
+            env_server,
         )
 
 
@@ -385,6 +404,7 @@ def _evaluate_in(
     batch_size: int,
     concurrency: int,
     prepared: Agent | BatchAgent | None,
+    env_server: str | None,
 ) -> dict[str, Any]:
     """:func:`evaluate` in a results folder it holds the lock of."""
     folder = ResultsFolder(out)
@@ -430,7 +450,9 @@ def _evaluate_in(
                 total=len(tasks) * len(config.seeds),
                 completed=len(rows),
             )
-            played = _run_jobs(config, jobs, workers, agent, batch_size, concurrency, out, prepared)
+            played = _run_jobs(
+                config, jobs, workers, agent, batch_size, concurrency, out, prepared, env_server
+            )
             for row in played:
                 journal.write(json.dumps(row, sort_keys=True) + "\n")
                 journal.flush()

@@ -1,1 +1,2 @@
-"""Bridges to training engines other than the home trainer (``integrations/verl``: verl)."""
+"""Bridges to other frameworks: training engines other than the home trainer
+(``integrations/verl``: verl), and OpenEnv's env protocol and TRL (``integrations/openenv``)."""

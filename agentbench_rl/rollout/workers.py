@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.remote import step_all
 
 #: What ``step`` returns per env: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
@@ -72,8 +73,10 @@ class LocalEnvPool:
         ]
 
     def step(self, indices: Sequence[int], actions: Sequence[str]) -> list[StepResult]:
-        """Step the envs at ``indices``."""
-        return [self.envs[i].step(a) for i, a in zip(indices, actions, strict=True)]
+        """Step the envs at ``indices`` (served envs' requests all in flight at once)."""
+        if len(indices) != len(actions):
+            raise ValueError(f"step: {len(actions)} actions for {len(indices)} envs")
+        return step_all([self.envs[i] for i in indices], actions)
 
     def close(self) -> None:
         """Close every env."""

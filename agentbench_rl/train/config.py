@@ -81,8 +81,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "checkpoint_every",
     ),
     "where it runs": (
-        *("backend", "ray_address", "env_workers", "engine", "vllm_gpu_memory_utilization"),
-        *("device", "dtype", "torch_threads"),
+        *("backend", "ray_address", "env_workers", "env_server", "engine"),
+        *("vllm_gpu_memory_utilization", "device", "dtype", "torch_threads"),
     ),
     "the tiny models and the warm start": ("tiny", "tiny_vl", "bc"),
 }
@@ -197,6 +197,8 @@ class TrainConfig(Spec):
     backend: Backend = _field("local", RUN_OPTION)  # env workers: "local" or "ray"
     ray_address: Text | None = _field(None, RUN_OPTION)
     env_workers: Positive = _field(2, RUN_OPTION)  # Ray env actors
+    # The train split served there (agentbench-rl serve-env): rollouts step it over the wire
+    env_server: Text | None = _field(None, RUN_OPTION)
     engine: Engine = "hf"  # rollout generation: "hf" (generate / batched scoring) or "vllm"
     vllm_gpu_memory_utilization: Annotated[Number, Field(gt=0, le=1)] = _field(0.5, RUN_OPTION)
     device: Text = "auto"  # "auto": cuda when present, else cpu
@@ -243,6 +245,8 @@ class TrainConfig(Spec):
         unknown = unknown_options(env_class(self.env), self.env_kwargs)
         if unknown:
             raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
+        if self.env_server is not None and self.backend == "ray":
+            raise ValueError("env_server: served envs are stepped from this process, not Ray")
 
     def check_installed(self) -> None:
         """Refuse, in one line naming the extra, a run whose engine or backend is not installed
@@ -251,6 +255,7 @@ class TrainConfig(Spec):
         needs = {
             "engine vllm": ("vllm", self.engine == "vllm"),
             "backend ray": ("ray", self.backend == "ray"),
+            "env_server": ("openenv", self.env_server is not None),
         }
         for what, (extra, used) in needs.items():
             if used and missing_modules((extra,)):

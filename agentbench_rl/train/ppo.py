@@ -194,8 +194,14 @@ def initial_policy(
 
 
 def make_pool(config: TrainConfig) -> EnvPool:
-    """N*G train envs, in this process or on Ray actors (``backend``)."""
+    """N*G train envs, in this process, on Ray actors (``backend``) or served (``env_server``)."""
     size = config.n_tasks * config.group_size
+    if config.env_server is not None:
+        if config.backend == "ray":
+            raise ValueError(
+                "env_server: served envs are stepped from this process (backend local)"
+            )
+        return LocalEnvPool.of([config.train_env().make(config.env_server) for _ in range(size)])
     kwargs = {"split": config.train_split, **config.train_env().make_kwargs()}
     if config.backend == "ray":
         from agentbench_rl.rollout.ray_workers import RayEnvPool

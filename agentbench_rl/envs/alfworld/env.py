@@ -121,6 +121,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         "You are a household agent. Complete the task described in the observation."
     )
     default_max_steps: ClassVar[int] = 50
+    thread_safe: ClassVar[bool] = False  # TextWorld's PDDL parser is one module-level object
 
     def __init__(
         self,

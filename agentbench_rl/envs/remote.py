@@ -1,0 +1,398 @@
+"""A served env, played as if it were local: the client half of ``agentbench-rl serve-env``.
+
+The server (:mod:`agentbench_rl.integrations.openenv`) puts one of our envs behind OpenEnv's
+protocol: a WebSocket session per env instance whose messages are ``reset``, ``step`` and
+``state``. :class:`RemoteEnv` is a Gymnasium env speaking that protocol through openenv-core's
+own client (``EnvClient``), so the harness and the trainer play a served env unchanged:
+``make("sokoban", split="test", server="http://127.0.0.1:8000")``.
+
+What crosses the wire is written once, here, and read by both halves (:func:`encode_step`,
+:func:`decode_step`): the observation (its text; a frame as raw ``uint8`` bytes, base64, with
+its shape), the reward, ``terminated``/``truncated`` and the whole ``info`` dict. JSON keeps
+every one of them exactly (strings, booleans, ints, and floats by their shortest repr), so a
+served episode is the local episode, byte for byte (``tests/test_openenv.py``).
+
+Class-level questions (the splits, a split's task ids and categories, checksums) are answered
+by the local env class of the same name, as the harness asks them before anything is played;
+a served env only plays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+from gymnasium import spaces
+
+from agentbench_rl.envs.base import EpisodeEndedError, TextAgentEnv, text_space
+from agentbench_rl.extras import install_hint
+
+#: The ``reset`` keywords the server takes beside OpenEnv's own ``seed`` and ``episode_id``.
+RESET_KEYWORDS = ("task_id",)
+#: Exceptions the server's env raises on bad input, sent as ``"<name>: <message>"`` and raised
+#: again by the client as the same type, so a served env refuses what a local one refuses.
+PASSED_ERRORS: dict[str, type[Exception]] = {
+    "ValueError": ValueError,
+    "EpisodeEndedError": EpisodeEndedError,
+}
+MISSING_EXTRA = f"a served env needs openenv-core: {install_hint('openenv')}"
+
+T = TypeVar("T")
+
+
+def encode_observation(observation: Any) -> dict[str, Any]:
+    """An env's observation as the wire's fields: ``text``, and ``frame`` for an image.
+
+    Example:
+        >>> encode_observation("grid")
+        {'text': 'grid', 'frame': None}
+    """
+    if isinstance(observation, str):
+        return {"text": observation, "frame": None}
+    if isinstance(observation, dict) and set(observation) == {"image", "text"}:
+        image = np.ascontiguousarray(observation["image"], dtype=np.uint8)
+        frame = {"shape": list(image.shape), "data": base64.b64encode(image.data).decode()}
+        return {"text": observation["text"], "frame": frame}
+    raise TypeError(f"cannot send an observation of type {type(observation).__name__}")
+
+
+def decode_observation(fields: dict[str, Any]) -> Any:
+    """The observation :func:`encode_observation` sent.
+
+    Example:
+        >>> image = np.arange(12, dtype=np.uint8).reshape(2, 2, 3)
+        >>> back = decode_observation(encode_observation({"image": image, "text": "t"}))
+        >>> bool((back["image"] == image).all()), back["text"]
+        (True, 't')
+    """
+    frame = fields.get("frame")
+    if frame is None:
+        return fields["text"]
+    data = np.frombuffer(base64.b64decode(frame["data"]), dtype=np.uint8)
+    return {"image": data.reshape(frame["shape"]).copy(), "text": fields["text"]}
+
+
+def encode_step(
+    observation: Any,
+    reward: float,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+    user_choices: Sequence[str] = (),
+) -> dict[str, Any]:
+    """One answer of the env (a reset has reward 0 and neither flag) as the wire's fields, with
+    the choices a user has now (``env.user_choices()``: what the ``random`` agent draws from)."""
+    return {
+        **encode_observation(observation),
+        "reward": float(reward),
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "info": info,
+        "user_choices": list(user_choices),
+    }
+
+
+def decode_step(fields: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """``(observation, reward, terminated, truncated, info)`` from :func:`encode_step`'s fields.
+
+    Example:
+        >>> decode_step(encode_step("o", 1.0, True, False, {"won": True}))
+        ('o', 1.0, True, False, {'won': True})
+    """
+    return (
+        decode_observation(fields),
+        float(fields["reward"]),
+        bool(fields["terminated"]),
+        bool(fields["truncated"]),
+        dict(fields["info"]),
+    )
+
+
+class _EventLoop:
+    """One event loop on a daemon thread for every remote env of the process, so many envs'
+    requests are in flight at once (:func:`step_all`) while each env's API stays blocking."""
+
+    _loop: ClassVar[asyncio.AbstractEventLoop | None] = None
+    _lock: ClassVar[threading.Lock] = threading.Lock()
+
+    @classmethod
+    def run(cls, coroutine: Coroutine[Any, Any, T]) -> T:
+        with cls._lock:
+            if cls._loop is None or not cls._loop.is_running():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                threading.Thread(target=serve, name="agentbench-remote-envs", daemon=True).start()
+                started.wait()
+                cls._loop = loop
+        return asyncio.run_coroutine_threadsafe(coroutine, cls._loop).result()
+
+
+def _client_class() -> type:
+    """openenv-core's ``EnvClient`` for our wire fields (imported on first use: an extra)."""
+    try:
+        from openenv.core.client_types import StepResult
+        from openenv.core.env_client import EnvClient
+    except ImportError as missing:
+        raise ImportError(MISSING_EXTRA) from missing
+
+    class ServedEnvClient(EnvClient[str, dict[str, Any], dict[str, Any]]):
+        def _step_payload(self, action: str) -> dict[str, Any]:
+            return {"command": action}
+
+        def _parse_result(self, payload: dict[str, Any]) -> Any:
+            # OpenEnv lifts the reward out of the observation; the wire fields hold it again
+            fields = {**payload["observation"], "reward": payload["reward"]}
+            return StepResult(fields, payload["reward"], payload["done"])
+
+        def _parse_state(self, payload: dict[str, Any]) -> dict[str, Any]:
+            return payload
+
+    return ServedEnvClient
+
+
+def _raise_passed(error: RuntimeError) -> None:
+    """Raise the server env's own error again (see :data:`PASSED_ERRORS`), else let it be."""
+    message = str(error).removeprefix("Server error: ")
+    message = message.rsplit(" (code: ", 1)[0]
+    name, _, text = message.partition(": ")
+    if name in PASSED_ERRORS:
+        raise PASSED_ERRORS[name](text) from None
+
+
+class RemoteEnv(TextAgentEnv[Any]):
+    """A served env: the local env's API, each call one message to the server.
+
+    ``env_name``, ``split`` and ``max_steps`` are checked against what the server serves when
+    the env connects, so a client never plays another env than the one it names. Use
+    :func:`remote_env` to make one (it subclasses per env, for the class-level questions).
+    """
+
+    local: ClassVar[type[TextAgentEnv[Any]]]
+
+    def __init__(
+        self,
+        server: str,
+        split: str = "test",
+        max_steps: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(split=split, max_steps=max_steps)
+        self.server = server
+        self._client = _client_class()(base_url=server, message_timeout_s=600.0)
+        self._last: dict[str, Any] = {}  # the last answer's info, its text, its user choices
+        self._text = ""
+        self._choices: list[str] = []
+        served = self._request(self._client.state())
+        wanted = {
+            "env": self.env_name,
+            "split": split,
+            "max_steps": self.max_steps,
+            "options": json.loads(json.dumps(options or {}, default=str)),  # as the wire has it
+        }
+        for key, value in wanted.items():
+            if served.get(key) != value:
+                self.close()  # the session is the server's: give it back
+                raise ValueError(
+                    f"server {server} serves {key} {served.get(key)!r}, not {value!r} "
+                    f"(it serves {served.get('env')}/{served.get('split')})"
+                )
+
+    def _request(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        try:
+            return _EventLoop.run(coroutine)
+        except RuntimeError as error:
+            _raise_passed(error)
+            raise
+
+    # The class-level questions go to the local class of the same name.
+    @classmethod
+    def splits(cls) -> Sequence[str]:
+        return cls.local.splits()
+
+    @classmethod
+    def task_ids(cls, split: str) -> list[str]:
+        return cls.local.task_ids(split)
+
+    @classmethod
+    def split_checksum(cls, split: str) -> str:
+        return cls.local.split_checksum(split)
+
+    @classmethod
+    def task_categories(cls, split: str) -> Any:
+        return cls.local.task_categories(split)
+
+    # Gymnasium's API, over the wire.
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        keywords: dict[str, Any] = {"seed": seed}
+        if options is not None:
+            if not isinstance(options, dict):
+                raise ValueError(f"{self.env_name}: reset options must be a dict")
+            keywords.update(options)
+        observation, _, _, _, info = self._play(self._client.reset(**keywords))
+        self.task_id, self.steps, self._ended = info["task_id"], 0, False
+        if isinstance(observation, dict):  # a frame env: its space, as the local env has it
+            image = spaces.Box(0, 255, observation["image"].shape, dtype=np.uint8)
+            self.observation_space = spaces.Dict({"image": image, "text": text_space()})
+        return observation, info
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        answer = self._play(self._client.step(action))
+        self.steps += 1
+        self._ended = answer[2] or answer[3]
+        return answer
+
+    async def step_async(self, action: str) -> dict[str, Any]:
+        """The wire fields of :meth:`step`, as a coroutine on the shared loop (what
+        :func:`step_all` gathers)."""
+        fields: dict[str, Any] = (await self._client.step(action)).observation
+        return fields
+
+    def _play(self, coroutine: Coroutine[Any, Any, Any]) -> tuple[Any, ...]:
+        fields = self._request(coroutine).observation
+        self._keep(fields)
+        return decode_step(fields)
+
+    def _keep(self, fields: dict[str, Any]) -> None:
+        """What the env's other methods read until the next answer."""
+        self._last, self._text = fields["info"], fields["text"]
+        self._choices = list(fields["user_choices"])
+
+    def close(self) -> None:
+        if self._client._ws is not None:
+            _EventLoop.run(self._client.close())
+
+    # What the harness and the agents read of a live env: the last answer's info, or the server.
+    def admissible_actions(self) -> list[str]:
+        return list(self._last.get("admissible_actions", []))
+
+    def won(self) -> bool:
+        return bool(self._last.get("won", False))
+
+    def category(self) -> str:
+        return str(self._last.get("category", ""))
+
+    def score(self) -> float:
+        return float(self._last.get("score", 0.0))
+
+    def expert_action(self) -> str:
+        state = self._request(self._client.state())
+        if state.get("expert_action") is None:
+            raise ValueError(f"{self.env_name}: the server's env has no expert move now")
+        return str(state["expert_action"])
+
+    def user_choices(self) -> list[str]:
+        return list(self._choices)
+
+    def observation_text(self) -> str:
+        return self._text
+
+    def checksum(self) -> str:
+        return self.local.split_checksum(self.split)
+
+    # The local env's abstract steps: a remote env never runs them.
+    def _sample_task_id(self) -> str:
+        raise NotImplementedError("a served env draws its tasks on the server")
+
+    def _load_task(self, task_id: str) -> None:
+        raise NotImplementedError("a served env loads its tasks on the server")
+
+    def _apply(self, action: str) -> Any:
+        raise NotImplementedError("a served env applies actions on the server")
+
+    def _observation(self) -> Any:
+        raise NotImplementedError("a served env's observation comes with its answers")
+
+    def _obs_hash(self) -> str:
+        return str(self._last["obs_hash"])
+
+    def _state_hash(self) -> str:
+        return str(self._last["state_hash"])
+
+
+async def _gather(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
+    return list(await asyncio.gather(*coroutines))
+
+
+def step_all(
+    envs: Sequence[TextAgentEnv[Any]], actions: Sequence[str]
+) -> list[tuple[Any, float, bool, bool, dict[str, Any]]]:
+    """``envs[k].step(actions[k])`` for every k; served envs' requests all in flight at once.
+
+    Example:
+        >>> from agentbench_rl.envs import make
+        >>> env = make("sokoban", split="test"); _ = env.reset(options={"task_id": "test-0000"})
+        >>> step_all([env], ["up"])[0][4]["action_canonical"]
+        'up'
+    """
+    answers: list[Any] = [None] * len(envs)
+    served: dict[int, RemoteEnv] = {}
+    for k, env in enumerate(envs):
+        if isinstance(env, RemoteEnv):
+            served[k] = env
+        else:
+            answers[k] = env.step(actions[k])
+    if served:
+        try:
+            results = _EventLoop.run(
+                _gather([env.step_async(actions[k]) for k, env in served.items()])
+            )
+        except RuntimeError as error:
+            _raise_passed(error)
+            raise
+        for (k, env), fields in zip(served.items(), results, strict=True):
+            env._keep(fields)
+            answer = decode_step(fields)
+            env.steps += 1
+            env._ended = answer[2] or answer[3]
+            answers[k] = answer
+    return answers
+
+
+_REMOTE_CLASSES: dict[str, type[RemoteEnv]] = {}
+
+
+def remote_env(
+    local: type[TextAgentEnv[Any]],
+    server: str,
+    split: str = "test",
+    max_steps: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> RemoteEnv:
+    """The env ``local`` names, served at ``server`` with the env ``options`` it was made with
+    (a class per env, made once)."""
+    if local.env_name not in _REMOTE_CLASSES:
+        _REMOTE_CLASSES[local.env_name] = type(
+            f"Remote{local.__name__}",
+            (RemoteEnv,),
+            {
+                "local": local,
+                "env_name": local.env_name,
+                "prompt_instruction": local.prompt_instruction,
+                "action_aliases": local.action_aliases,
+                "default_max_steps": local.default_max_steps,
+                "metadata": local.metadata,
+            },
+        )
+    return _REMOTE_CLASSES[local.env_name](server, split, max_steps, options)
+
+
+__all__ = [
+    "RemoteEnv",
+    "decode_step",
+    "encode_step",
+    "remote_env",
+    "step_all",
+]
