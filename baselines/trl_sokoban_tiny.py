@@ -1,0 +1,204 @@
+"""A real TRL ``GRPOTrainer`` run on our Sokoban env, on a CPU, then our harness on its checkpoint.
+
+    python baselines/trl_sokoban_tiny.py --out runs/trl-sokoban-tiny [--server URL]
+
+The model is a tiny random-initialised Qwen2 (``agentbench_rl.models.tiny``) whose tokenizer
+carries TRL's own Qwen2.5 chat template (read from the installed trl, so TRL recognises it and
+parses the model's ``<tool_call>`` answers) and that template's tags as tokens. TRL trains it with
+``environment_factory`` (``agentbench_rl.integrations.trl``): each rollout is one Sokoban
+episode on a task of the train split, the env's command as the ``act`` tool, the episode's
+return from ``get_reward``. The checkpoint is then evaluated by
+``agentbench-rl eval --agent hf:OUT/model`` on the test split.
+
+Before GRPO, TRL's ``SFTTrainer`` warm-starts the model on expert episodes written as tool
+calls (a random-initialised model never writes a ``<tool_call>``, so GRPO would see no step).
+
+Writes OUT/model (weights), OUT/trainer_state.json (TRL's logged steps; OUT/sft_state.json the
+warm start's), OUT/config.json (this
+run's settings and versions) and OUT/eval/ (the harness's episodes and summary); the recorded
+run in ``baselines/results/trl-sokoban-tiny/`` keeps all but the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
+
+#: Everything that sets this run's numbers (recorded in OUT/config.json).
+SETTINGS: dict[str, Any] = {
+    "env": "sokoban",
+    "train_split": "train",
+    "dataset_rows": 32,
+    "dataset_seed": 0,
+    "max_steps": 4,  # TRL optimiser steps
+    "per_device_train_batch_size": 4,
+    "num_generations": 4,
+    "max_completion_length": 64,
+    "max_tool_calling_iterations": 6,
+    "learning_rate": 1e-4,
+    "seed": 0,
+    "tiny": {"hidden_size": 64, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate_size": 128},
+    "tokenizer_episodes": 40,
+    # The warm start: TRL's SFTTrainer on expert episodes written as tool calls, so the policy
+    # calls the tool at all (a random-initialised model never writes a <tool_call>).
+    "sft": {"episodes": 120, "max_steps": 60, "batch_size": 4, "learning_rate": 3e-3},
+    "eval": {"split": "test", "limit": 20, "seeds": [0]},
+}
+#: The chat template's tags, one token each (TRL finds them in the decoded completion).
+TEMPLATE_TOKENS = ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>")
+
+
+def tiny_model(settings: dict[str, Any]) -> tuple[Any, Any]:
+    """The tiny Qwen2 and its tokenizer, with TRL's Qwen2.5 chat template."""
+    from trl.chat_template_utils import qwen2_5_chat_template
+
+    from agentbench_rl.models.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
+    from agentbench_rl.prompting import PromptConfig
+    from agentbench_rl.rollout.scripted import tokenizer_texts
+
+    texts = list(
+        tokenizer_texts(
+            settings["env"], {}, PromptConfig(), settings["tokenizer_episodes"], settings["seed"]
+        )
+    )
+    texts.append(qwen2_5_chat_template)
+    tokenizer = build_tokenizer(texts, TinyModelConfig().vocab_size)
+    tokenizer.add_tokens(list(TEMPLATE_TOKENS))
+    tokenizer.chat_template = qwen2_5_chat_template
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.padding_side = "left"
+    config = TinyModelConfig(**settings["tiny"])
+    model = build_tiny_model(tokenizer, config, settings["seed"])
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    return model, tokenizer
+
+
+def expert_conversations(settings: dict[str, Any]) -> Any:
+    """Expert episodes on train tasks as TRL's tool-calling conversations (the environment's
+    first observation in the user turn, as ``GRPOTrainer`` appends ``reset``'s answer)."""
+    from datasets import Dataset
+    from transformers.utils import get_json_schema
+
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.integrations.trl import environment_class, train_dataset
+
+    spec = EnvSpec(name=settings["env"], split=settings["train_split"])
+    environment = environment_class(spec)()
+    schema = get_json_schema(environment.act)
+    conversations = []
+    rows = train_dataset(spec, settings["sft"]["episodes"], settings["dataset_seed"] + 1)
+    for row in rows:
+        first = environment.reset(task_id=row["task_id"], seed=row["seed"])
+        messages = [{"role": "user", "content": row["prompt"][0]["content"] + first}]
+        while not environment.over:
+            action = environment.env.expert_action()
+            arguments = {"action": action}
+            call = {"type": "function", "function": {"name": "act", "arguments": arguments}}
+            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
+            messages.append({"role": "tool", "name": "act", "content": environment.act(action)})
+        conversations.append({"messages": messages, "tools": [schema]})
+    return Dataset.from_list(conversations)
+
+
+def warm_start(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) -> None:
+    from trl import SFTConfig, SFTTrainer
+
+    sft = settings["sft"]
+    args = SFTConfig(
+        output_dir=str(out / "sft"),
+        max_steps=sft["max_steps"],
+        per_device_train_batch_size=sft["batch_size"],
+        learning_rate=sft["learning_rate"],
+        logging_steps=10,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=settings["seed"],
+    )
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=expert_conversations(settings),
+    )
+    trainer.train()
+    trainer.state.save_to_json(str(out / "sft_state.json"))
+    shutil.rmtree(out / "sft", ignore_errors=True)
+
+
+def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
+    import torch
+    import transformers
+    import trl
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.integrations.trl import environment_class, train_dataset
+
+    torch.manual_seed(settings["seed"])
+    spec = EnvSpec(name=settings["env"], split=settings["train_split"])
+    model, tokenizer = tiny_model(settings)
+    warm_start(model, tokenizer, out, settings)
+    args = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        max_steps=settings["max_steps"],
+        per_device_train_batch_size=settings["per_device_train_batch_size"],
+        num_generations=settings["num_generations"],
+        max_completion_length=settings["max_completion_length"],
+        max_tool_calling_iterations=settings["max_tool_calling_iterations"],
+        learning_rate=settings["learning_rate"],
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_cpu=True,
+        seed=settings["seed"],
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        args=args,
+        processing_class=tokenizer,
+        train_dataset=train_dataset(spec, settings["dataset_rows"], settings["dataset_seed"]),
+        environment_factory=environment_class(spec, server),
+    )
+    trainer.train()
+    trainer.save_model(str(out / "model"))
+    tokenizer.save_pretrained(str(out / "model"))
+    trainer.state.save_to_json(str(out / "trainer_state.json"))
+    versions = {"trl": trl.__version__, "transformers": transformers.__version__}
+    record = {"settings": settings, "server": server is not None, "versions": versions}
+    (out / "config.json").write_text(json.dumps(record, indent=1) + "\n")
+    shutil.rmtree(out / "trainer", ignore_errors=True)
+
+
+def evaluate_checkpoint(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+
+    config = EvalConfig(
+        env=settings["env"],
+        split=settings["eval"]["split"],
+        agent=f"hf:{out / 'model'}",
+        seeds=settings["eval"]["seeds"],
+        limit=settings["eval"]["limit"],
+    )
+    return evaluate(config, out / "eval")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--server", default=None, help="serve-env URL of the train split")
+    options = parser.parse_args()
+    options.out.mkdir(parents=True, exist_ok=True)
+    train(options.out, options.server, SETTINGS)
+    summary = evaluate_checkpoint(options.out, SETTINGS)
+    print(f"eval success {summary['success']['mean']:.3f} on {SETTINGS['eval']['limit']} tasks")
+
+
+if __name__ == "__main__":
+    main()
