@@ -47,11 +47,20 @@ SETTINGS: dict[str, Any] = {
     "tokenizer_episodes": 40,
     # The warm start: TRL's SFTTrainer on expert episodes written as tool calls, so the policy
     # calls the tool at all (a random-initialised model never writes a <tool_call>).
-    "sft": {"episodes": 120, "max_steps": 60, "batch_size": 4, "learning_rate": 3e-3},
+    "sft": {"episodes": 120, "max_steps": 120, "batch_size": 4, "learning_rate": 3e-3},
     "eval": {"split": "test", "limit": 20, "seeds": [0]},
 }
-#: The chat template's tags, one token each (TRL finds them in the decoded completion).
-TEMPLATE_TOKENS = ("<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>")
+#: The chat template's tags, one token each (TRL finds them in the decoded completion), and the
+#: text around the action in an ``act`` call as the template renders it, so that a call is four
+#: tokens (open, action, close, end of turn) a tiny model learns in a few warm-start steps.
+TEMPLATE_TOKENS = (
+    "<|im_start|>",
+    "<|im_end|>",
+    '<tool_call>\n{"name": "act", "arguments": {"action": "',
+    '"}}\n</tool_call>',
+    "<tool_call>",
+    "</tool_call>",
+)
 
 
 def tiny_model(settings: dict[str, Any]) -> tuple[Any, Any]:

@@ -230,7 +230,7 @@ def test_sessions_past_the_limit_are_refused_and_vanished_ones_freed(
     _, url = sokoban
 
     async def crowd() -> list[str]:
-        opened = [await websockets.connect(_ws_url(url)) for _ in range(40)]
+        opened = [await websockets.connect(_ws_url(url)) for _ in range(1000)]
         reset = json.dumps({"type": "reset", "data": {"task_id": "test-0000"}})
         codes = []
         for socket_ in opened:
