@@ -61,7 +61,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     (r"--agent \"openai:", "served"),
     (r"^agentbench-rl leaderboard serve", "slow-serve"),
     # A served env runs until stopped; tests/test_openenv.py serves and plays it (.ci/openenv).
-    (r"^agentbench-rl serve-env|--env-server|trl_sokoban_tiny", "openenv"),
+    (r"^agentbench-rl serve-env|--env-server|--server|trl_sokoban_tiny", "openenv"),
     # Three seeds on a whole split, and the leaderboard steps that file such a run: the default
     # suite runs the cheaper lines; tests/test_cli_newcomer.py covers `leaderboard init` there.
     (r"^agentbench-rl eval .*--seeds 0 1 2", "slow"),
