@@ -8,7 +8,7 @@ parses the model's ``<tool_call>`` answers) and that template's tags as tokens. 
 ``environment_factory`` (``agentbench_rl.integrations.trl``): each rollout is one Sokoban
 episode on a task of the train split, the env's command as the ``act`` tool, the episode's
 return from ``get_reward``. The checkpoint is then evaluated by
-``agentbench-rl eval --agent hf:OUT/model`` on the test split.
+``agentbench-rl eval --agent 'hf:OUT/model?greedy=true'`` on 20 levels of the test split.
 
 Before GRPO, TRL's ``SFTTrainer`` warm-starts the model on expert episodes written as tool
 calls (a random-initialised model never writes a ``<tool_call>``, so GRPO would see no step).
@@ -191,11 +191,11 @@ def evaluate_checkpoint(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
     config = EvalConfig(
         env=settings["env"],
         split=settings["eval"]["split"],
-        agent=f"hf:{out / 'model'}",
+        agent=f"hf:{out / 'model'}?greedy=true",
         seeds=settings["eval"]["seeds"],
         limit=settings["eval"]["limit"],
     )
-    return evaluate(config, out / "eval")
+    return evaluate(config, out / "eval", batch_size=settings["eval"]["limit"])
 
 
 def main() -> None:
