@@ -50,6 +50,8 @@ SETTINGS: dict[str, Any] = {
     "sft": {"episodes": 120, "max_steps": 120, "batch_size": 4, "learning_rate": 3e-3},
     "eval": {"split": "test", "limit": 20, "seeds": [0]},
 }
+#: Both trainers' arguments for a run on this machine: the CPU, no checkpoints, no trackers.
+ON_THIS_CPU: dict[str, Any] = {"use_cpu": True, "save_strategy": "no", "report_to": "none"}
 #: The chat template's tags, one token each (TRL finds them in the decoded completion), and the
 #: text around the action in an ``act`` call as the template renders it, so that a call is four
 #: tokens (open, action, close, end of turn) a tiny model learns in a few warm-start steps.
@@ -125,10 +127,8 @@ def warm_start(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) 
         per_device_train_batch_size=sft["batch_size"],
         learning_rate=sft["learning_rate"],
         logging_steps=10,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
         seed=settings["seed"],
+        **ON_THIS_CPU,
     )
     trainer = SFTTrainer(
         model=model,
@@ -163,10 +163,8 @@ def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
         max_tool_calling_iterations=settings["max_tool_calling_iterations"],
         learning_rate=settings["learning_rate"],
         logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_cpu=True,
         seed=settings["seed"],
+        **ON_THIS_CPU,
     )
     trainer = GRPOTrainer(
         model=model,

@@ -73,6 +73,7 @@ MINIMAL = {
     "leaderboard serve": (["leaderboard", "serve", "--root", "."], 2),
     "leaderboard submit": (["leaderboard", "submit", "nothing"], 2),
     "leaderboard validate": (["leaderboard", "validate", "nothing"], 2),
+    "serve-env": (["serve-env", "--port", "8799"], 2),  # names the openenv extra
     "sweep": (["sweep", "s.yaml"], 2),
     "train": (["train"], 2),
     "verl-data": (["verl-data", "x.parquet", "--size", "2"], 2),

@@ -155,6 +155,15 @@ def test_eval_on_a_served_env_writes_the_local_files(
     assert _eval_files(tmp_path / "served") == _eval_files(tmp_path / "local")
 
 
+def test_eval_workers_on_a_served_env_write_the_local_files(tmp_path: Path) -> None:
+    spec = EnvSpec(name="sokoban", split="test")
+    config = EvalConfig(env="sokoban", split="test", agent="random", limit=12)
+    evaluate(config, tmp_path / "local")
+    with running_server(spec) as url:
+        evaluate(config, tmp_path / "served", workers=2, batch_size=2, env_server=url)
+    assert _eval_files(tmp_path / "served") == _eval_files(tmp_path / "local")
+
+
 # ---------------------------------------------------------------- hostile clients
 
 
@@ -224,11 +233,14 @@ def test_a_huge_message_is_refused_and_the_server_stays_up(sokoban: tuple[EnvSpe
     _alive(url)
 
 
-def test_sessions_past_the_limit_are_refused_and_vanished_ones_freed(
-    sokoban: tuple[EnvSpec, str],
-) -> None:
-    _, url = sokoban
+def test_sessions_past_the_limit_are_refused_and_vanished_ones_freed() -> None:
+    # A server of its own with a long idle time: its reaper must not free sessions meanwhile.
+    spec = EnvSpec(name="sokoban", split="test", max_steps=6)
+    with running_server(spec, max_sessions=4, idle_timeout=600.0) as url:
+        _crowd(url)
 
+
+def _crowd(url: str) -> None:
     async def crowd() -> list[str]:
         opened = [await websockets.connect(_ws_url(url)) for _ in range(1000)]
         reset = json.dumps({"type": "reset", "data": {"task_id": "test-0000"}})
