@@ -199,7 +199,13 @@ def eval_command(
             console.print(problem.trace, markup=False, highlight=False, end="")
         _fail(str(problem))
         return
-    except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
+    except (
+        ValueError,
+        FileExistsError,
+        FileNotFoundError,
+        ImportError,
+        ConnectionError,
+    ) as problem:
         _fail(str(problem))
         return
     from agentbench_rl.harness.report import print_summary

@@ -164,6 +164,16 @@ def test_eval_workers_on_a_served_env_write_the_local_files(tmp_path: Path) -> N
     assert _eval_files(tmp_path / "served") == _eval_files(tmp_path / "local")
 
 
+def test_eval_without_a_server_writes_nothing(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = EvalConfig(env="sokoban", split="test", agent="random", limit=2)
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
+        evaluate(config, tmp_path / "run", env_server=f"http://127.0.0.1:{port}")
+    assert not (tmp_path / "run").exists()  # the retry is not blocked by a half-made folder
+
+
 # ---------------------------------------------------------------- hostile clients
 
 

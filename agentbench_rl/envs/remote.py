@@ -173,8 +173,9 @@ def _raise_passed(error: RuntimeError) -> None:
 class RemoteEnv(TextAgentEnv[Any]):
     """A served env: the local env's API, each call one message to the server.
 
-    ``env_name``, ``split`` and ``max_steps`` are checked against what the server serves when
-    the env connects, so a client never plays another env than the one it names. Use
+    ``env_name``, ``split``, ``max_steps`` and the env options are checked against what the
+    server serves when the env connects, so a client never plays another env than the one it
+    names; no server at the URL is a ``ConnectionError`` naming it. Use
     :func:`remote_env` to make one (it subclasses per env, for the class-level questions).
     """
 

@@ -356,6 +356,8 @@ def evaluate(
         1.0
     """
     env = config.validate()
+    if env_server is not None:  # the server answers and serves this env, before anything is written
+        config.env_spec().make(env_server).close()
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if concurrency < 1:
