@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import threading
 from collections.abc import Coroutine, Sequence
@@ -138,8 +139,10 @@ class _EventLoop:
         return asyncio.run_coroutine_threadsafe(coroutine, cls._loop).result()
 
 
+@functools.cache
 def _client_class() -> type:
-    """openenv-core's ``EnvClient`` for our wire fields (imported on first use: an extra)."""
+    """openenv-core's ``EnvClient`` for our wire fields (imported on first use: an extra; the
+    class is made once)."""
     try:
         from openenv.core.client_types import StepResult
         from openenv.core.env_client import EnvClient
@@ -161,13 +164,17 @@ def _client_class() -> type:
     return ServedEnvClient
 
 
-def _raise_passed(error: RuntimeError) -> None:
-    """Raise the server env's own error again (see :data:`PASSED_ERRORS`), else let it be."""
-    message = str(error).removeprefix("Server error: ")
-    message = message.rsplit(" (code: ", 1)[0]
-    name, _, text = message.partition(": ")
-    if name in PASSED_ERRORS:
-        raise PASSED_ERRORS[name](text) from None
+def _request(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a client call on the shared loop; the server env's own errors are raised again as
+    their type (see :data:`PASSED_ERRORS`), any other server error as the client raised it."""
+    try:
+        return _EventLoop.run(coroutine)
+    except RuntimeError as error:
+        message = str(error).removeprefix("Server error: ").rsplit(" (code: ", 1)[0]
+        name, _, text = message.partition(": ")
+        if name in PASSED_ERRORS:
+            raise PASSED_ERRORS[name](text) from None
+        raise
 
 
 class RemoteEnv(TextAgentEnv[Any]):
@@ -194,7 +201,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         self._last: dict[str, Any] = {}  # the last answer's info, its text, its user choices
         self._text = ""
         self._choices: list[str] = []
-        served = self._request(self._client.state())
+        served = _request(self._client.state())
         wanted = {
             "env": self.env_name,
             "split": split,
@@ -208,13 +215,6 @@ class RemoteEnv(TextAgentEnv[Any]):
                     f"server {server} serves {key} {served.get(key)!r}, not {value!r} "
                     f"(it serves {served.get('env')}/{served.get('split')})"
                 )
-
-    def _request(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        try:
-            return _EventLoop.run(coroutine)
-        except RuntimeError as error:
-            _raise_passed(error)
-            raise
 
     # The class-level questions go to the local class of the same name.
     @classmethod
@@ -242,7 +242,9 @@ class RemoteEnv(TextAgentEnv[Any]):
             if not isinstance(options, dict):
                 raise ValueError(f"{self.env_name}: reset options must be a dict")
             keywords.update(options)
-        observation, _, _, _, info = self._play(self._client.reset(**keywords))
+        fields = _request(self._client.reset(**keywords)).observation
+        self._keep(fields)
+        observation, _, _, _, info = decode_step(fields)
         self.task_id, self.steps, self._ended = info["task_id"], 0, False
         if isinstance(observation, dict):  # a frame env: its space, as the local env has it
             image = spaces.Box(0, 255, observation["image"].shape, dtype=np.uint8)
@@ -250,10 +252,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         return observation, info
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        answer = self._play(self._client.step(action))
-        self.steps += 1
-        self._ended = answer[2] or answer[3]
-        return answer
+        return self._stepped(_request(self._client.step(action)).observation)
 
     async def step_async(self, action: str) -> dict[str, Any]:
         """The wire fields of :meth:`step`, as a coroutine on the shared loop (what
@@ -261,10 +260,13 @@ class RemoteEnv(TextAgentEnv[Any]):
         fields: dict[str, Any] = (await self._client.step(action)).observation
         return fields
 
-    def _play(self, coroutine: Coroutine[Any, Any, Any]) -> tuple[Any, ...]:
-        fields = self._request(coroutine).observation
+    def _stepped(self, fields: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """A step's answer, counted as the local env counts its steps."""
         self._keep(fields)
-        return decode_step(fields)
+        answer = decode_step(fields)
+        self.steps += 1
+        self._ended = answer[2] or answer[3]
+        return answer
 
     def _keep(self, fields: dict[str, Any]) -> None:
         """What the env's other methods read until the next answer."""
@@ -289,7 +291,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         return float(self._last.get("score", 0.0))
 
     def expert_action(self) -> str:
-        state = self._request(self._client.state())
+        state = _request(self._client.state())
         if state.get("expert_action") is None:
             raise ValueError(f"{self.env_name}: the server's env has no expert move now")
         return str(state["expert_action"])
@@ -299,9 +301,6 @@ class RemoteEnv(TextAgentEnv[Any]):
 
     def observation_text(self) -> str:
         return self._text
-
-    def checksum(self) -> str:
-        return self.local.split_checksum(self.split)
 
     # The local env's abstract steps: a remote env never runs them.
     def _sample_task_id(self) -> str:
@@ -346,19 +345,9 @@ def step_all(
         else:
             answers[k] = env.step(actions[k])
     if served:
-        try:
-            results = _EventLoop.run(
-                _gather([env.step_async(actions[k]) for k, env in served.items()])
-            )
-        except RuntimeError as error:
-            _raise_passed(error)
-            raise
+        results = _request(_gather([env.step_async(actions[k]) for k, env in served.items()]))
         for (k, env), fields in zip(served.items(), results, strict=True):
-            env._keep(fields)
-            answer = decode_step(fields)
-            env.steps += 1
-            env._ended = answer[2] or answer[3]
-            answers[k] = answer
+            answers[k] = env._stepped(fields)
     return answers
 
 

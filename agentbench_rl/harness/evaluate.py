@@ -126,9 +126,9 @@ class EvalConfig:
             max_steps=self.max_steps,
         )
 
-    def make_env(self) -> TextAgentEnv[Any]:
-        """A fresh env of this evaluation."""
-        return self.env_spec().make()
+    def make_env(self, server: str | None = None) -> TextAgentEnv[Any]:
+        """A fresh env of this evaluation (with ``server``, the one served there)."""
+        return self.env_spec().make(server)
 
     def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
         """The task ids evaluated, in split order: the whole split (its tasks of ``categories``
@@ -214,7 +214,7 @@ class BatchPlayer:
         self.batch_size, self.spec = batch_size, config.agent
         # With --save-trajectories every env records its episode, written to OUT as it ends.
         self.out = out if config.save_trajectories else None
-        self.envs: list[Any] = [config.env_spec().make(env_server) for _ in range(batch_size)]
+        self.envs: list[Any] = [config.make_env(env_server) for _ in range(batch_size)]
         if self.out is not None:
             self.envs = [RecordingEnv(env) for env in self.envs]
         # ``prepared``: the first agent of config.agent, already loaded by evaluate's check.
@@ -357,7 +357,7 @@ def evaluate(
     """
     env = config.validate()
     if env_server is not None:  # the server answers and serves this env, before anything is written
-        config.env_spec().make(env_server).close()
+        config.make_env(env_server).close()
     if workers < 1:
         raise ValueError(f"--workers must be >= 1, got {workers}")
     if concurrency < 1:

@@ -32,8 +32,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
 from agentbench_rl.envs import env_class
-from agentbench_rl.envs.base import EpisodeEndedError, TextAgentEnv
-from agentbench_rl.envs.remote import encode_step
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
 
 DEFAULT_PORT = 8000
@@ -72,6 +72,10 @@ class ServedState(State):
     expert_action: str | None = None  # computed when asked: a planner's move can take seconds
 
 
+#: The env's refusals the client raises again as their own type.
+REFUSALS = tuple(PASSED_ERRORS.values())
+
+
 def _passed(error: Exception) -> RuntimeError:
     """The env's refusal, named so the client raises it again (``PASSED_ERRORS``)."""
     return RuntimeError(f"{type(error).__name__}: {error}")
@@ -105,23 +109,24 @@ class ServedEnv(Environment[Command, StepAnswer, ServedState]):
             options = {"task_id": task_id, **unknown} if task_id is not None or unknown else None
             with self.turns:
                 observation, info = self.env.reset(seed=seed, options=options)
-        except (ValueError, EpisodeEndedError) as error:
+                return self._answer(observation, 0.0, False, False, info)
+        except REFUSALS as error:
             raise _passed(error) from error
-        return StepAnswer(**encode_step(observation, 0.0, False, False, info, self._choices()))
 
     def step(self, action: Command, timeout_s: float | None = None, **_: Any) -> StepAnswer:
         try:
             with self.turns:
-                observation, reward, terminated, truncated, info = self.env.step(action.command)
-        except (ValueError, EpisodeEndedError) as error:
+                return self._answer(*self.env.step(action.command))
+        except REFUSALS as error:
             raise _passed(error) from error
-        choices = self._choices()
+
+    def _answer(
+        self, observation: Any, reward: float, terminated: bool, truncated: bool, info: Any
+    ) -> StepAnswer:
+        """The wire's answer, with the choices a user has now (called holding ``turns``)."""
+        choices = [] if self.env.episode_over else self.env.user_choices()
         fields = encode_step(observation, reward, terminated, truncated, info, choices)
         return StepAnswer(**fields, done=terminated or truncated)
-
-    def _choices(self) -> list[str]:
-        with self.turns:
-            return [] if self.env.episode_over else self.env.user_choices()
 
     @property
     def state(self) -> ServedState:
@@ -251,15 +256,10 @@ def running_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
         ...     env.reset(seed=0, options={"task_id": "test-0000"})[1]["task_id"]
         'test-0000'
     """
-    import uvicorn
-
-    app = create_server_app(spec, **limits)
-    size = limits.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, ws_max_size=size, log_level="error")
-    server = uvicorn.Server(config)
+    server = _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
     thread = threading.Thread(target=server.run, name="agentbench-serve-env", daemon=True)
     thread.start()
     while not server.started:
@@ -280,11 +280,20 @@ def serve(
     **limits: Any,
 ) -> None:
     """Serve ``spec``'s env until interrupted (uvicorn, one process)."""
+    _uvicorn_server(spec, host, port, "warning", limits).run()
+
+
+def _uvicorn_server(
+    spec: EnvSpec, host: str, port: int, log_level: str, limits: dict[str, Any]
+) -> Any:
+    """uvicorn serving :func:`create_server_app` with ``limits``; its WebSocket frames are
+    bounded by the same message size as the app's."""
     import uvicorn
 
     app = create_server_app(spec, **limits)
     size = limits.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
-    uvicorn.run(app, host=host, port=port, ws_max_size=size, log_level="warning")
+    config = uvicorn.Config(app, host=host, port=port, ws_max_size=size, log_level=log_level)
+    return uvicorn.Server(config)
 
 
 __all__ = [
