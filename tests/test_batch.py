@@ -63,6 +63,52 @@ def test_ids_are_compared_as_given() -> None:
     assert (batch.n_groups, batch.n_trajs) == (2, 2)
 
 
+@pytest.mark.parametrize(
+    ("ids", "n_distinct"),
+    [
+        ([1, 2, 1], 2),  # ints: kept as int64
+        ([1, "1", 1], 2),  # an int and a string never merge
+        ([1, 1.5, 1], 2),  # nor an int and a float
+        ([1, 2**70, 1], 2),  # past int64: objects
+        ([(1, 2), (1, 2), (3, 4)], 2),  # tuples
+    ],
+)
+def test_id_columns_of_any_kind_give_the_groups_the_ids_say(
+    ids: list[Any], n_distinct: int
+) -> None:
+    records = [record(traj, 0, group=ids[traj]) for traj in range(3)]  # one trajectory a row
+    batch = StepBatch.from_records(records)
+    assert batch.n_groups == n_distinct
+    assert [batch.group[i] for i in range(3)] == ids
+    assert batch.to_records()[1]["group"] == ids[1]
+
+
+def test_error_messages_name_an_int_trajectory_as_given() -> None:
+    records = [record(7, 0, group=0), record(7, 0, group=0)]
+    with pytest.raises(ValueError, match=r"trajectory 7 repeats"):
+        StepBatch.from_records(records)
+
+
+def test_replaced_columns_are_taken_instead_of_the_records() -> None:
+    records = two_trajectories()
+    rewards = np.arange(5, dtype=float)
+    hidden = np.ones((5, 3), dtype=np.float32)
+    batch = StepBatch.from_records(records, reward=rewards, hidden=hidden)
+    assert batch.reward.tolist() == rewards.tolist()
+    assert batch.hidden is not None and batch.hidden.dtype == np.float32
+    with raises_at("rewards", None):
+        StepBatch.from_records(records, rewards=rewards)
+
+
+def test_optional_columns_are_found_on_any_record_whatever_the_other_keys() -> None:
+    records = two_trajectories()
+    records[0]["note"] = "not a column"  # a ninth key that is no column
+    assert StepBatch.from_records(records).semantic_key is None
+    records[3]["semantic_key"] = "k"
+    with raises_at("semantic_key", 0):  # given on row 3 only: the first row without it
+        StepBatch.from_records(records)
+
+
 def test_empty_batch() -> None:
     with pytest.raises(ValueError, match="empty"):
         StepBatch.from_records([])

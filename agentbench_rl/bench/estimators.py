@@ -10,7 +10,9 @@ Each estimator is timed on a fresh ``StepBatch`` (nothing cached from an earlier
 columns are factorised inside the clock), best of a few repeats. GiGPO is also run through a
 per-row baseline written the way verl-agent's ``gigpo/core_gigpo.py`` is written (dicts keyed
 by anchor observation, a Python loop over rows), kept here only as the yardstick; both must
-agree to 1e-8 before the ratio is printed.
+agree to 1e-8 before the ratio is printed. With a verl-agent checkout named by
+``AGENTBENCH_VERL_AGENT``, the authors' own GiGPO and HGPO functions are timed on the same rows
+too (:mod:`agentbench_rl.bench.peers`), compute alone and end to end from step records.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +32,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from agentbench_rl.bench.peers import PEERS, ROOT_VARIABLE, peer_estimator, peer_root
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.estimators import NAMES, REGISTRY, compute
@@ -62,6 +66,7 @@ SPEED_TARGETS = (
 YARDSTICK_ESTIMATOR = "gigpo"
 YARDSTICK_MIN_SPEEDUP = 10.0
 FASTER_THAN_YARDSTICK = ("hgpo",)  # estimators meant to be at least as fast per row as GiGPO
+END_TO_END_MIN_SPEEDUP = 100.0  # build + compute against the authors' own function
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,49 @@ def time_target(
     return time_estimator(target.estimator, rollout, hidden, 3)[0]
 
 
+def peer_table(
+    root: Path, sizes: Sequence[int], rollouts: dict[int, SyntheticRollout], figures: dict[str, Any]
+) -> Table:
+    """Our estimators beside their authors' functions (:mod:`agentbench_rl.bench.peers`) on the
+    same rows: compute alone, and end to end (``StepBatch.from_records`` plus compute); each
+    peer is timed once, and both must agree to 1e-8. Fills ``figures["peers"]``."""
+    table = Table(
+        title=f"Against the authors' code (verl-agent at {root})",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for column in ("estimator", "rows", "ours", "e2e", "theirs", "speed-up", "e2e x", "|diff|"):
+        table.add_column(column, justify="right")
+    for name in PEERS:
+        peer = peer_estimator(name, root)
+        for n in sizes:
+            batch = rollouts[n].batch()
+            started = time.perf_counter()
+            theirs = peer(batch)
+            theirs_s = time.perf_counter() - started
+            difference = float(np.max(np.abs(compute(name, batch).advantages - theirs)))
+            if difference > 1e-8:
+                raise AssertionError(f"{name} and verl-agent's differ by {difference} at {n}")
+            ours_s = figures["estimators"][name][n]
+            end_to_end_s = ours_s + figures["baseline"][n]["build_s"]
+            figures["peers"].setdefault(name, {})[n] = {
+                "theirs_s": theirs_s,
+                "ratio": theirs_s / ours_s,
+                "end_to_end_ratio": theirs_s / end_to_end_s,
+            }
+            table.add_row(
+                name,
+                f"{n:,}",
+                f"{1000 * ours_s:.1f} ms",
+                f"{1000 * end_to_end_s:.1f} ms",
+                f"{theirs_s:.2f} s",
+                f"{theirs_s / ours_s:.0f}x",
+                f"{theirs_s / end_to_end_s:.0f}x",
+                f"{difference:.1e}",
+            )
+    return table
+
+
 def _cell(n_rows: int, seconds: float) -> str:
     rate = n_rows / seconds
     rate_text = f"{rate / 1e6:.1f}M/s" if rate >= 1e6 else f"{rate / 1e3:.1f}k/s"
@@ -270,6 +318,7 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         "estimators": {},
         "baseline": {},
         "targets": [],
+        "peers": {},
     }
     rollouts = {n: synthetic_rollout(n, seed=n) for n in sizes}
 
@@ -356,6 +405,13 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             f"{difference:.1e}",
         )
     console.print(baseline)
+    root = peer_root()
+    if root is not None:
+        console.print(peer_table(root, sizes, rollouts, figures))
+    else:
+        console.print(
+            f"(set {ROOT_VARIABLE} to a verl-agent checkout to time the authors' own functions)"
+        )
 
     targets = Table(title="Speed targets", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("figure", "measured", "target", "met"):
@@ -383,6 +439,16 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         f">= {YARDSTICK_MIN_SPEEDUP:.0f}x",
         "[green]yes[/]" if ratio >= YARDSTICK_MIN_SPEEDUP else "[red]no[/]",
     )
+    for name, peer in figures["peers"].items():
+        ratio = peer[largest]["end_to_end_ratio"] if largest in peer else None
+        if ratio is None:
+            continue
+        targets.add_row(
+            f"{name} end to end vs verl-agent's, {largest:,} rows",
+            f"{ratio:.0f}x",
+            f">= {END_TO_END_MIN_SPEEDUP:.0f}x",
+            "[green]yes[/]" if ratio >= END_TO_END_MIN_SPEEDUP else "[red]no[/]",
+        )
     for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
         times = figures["estimators"]
         per_row_ratio = times[YARDSTICK_ESTIMATOR][largest] / times[name][largest]

@@ -39,6 +39,7 @@ std 1 for a set of one): ``lone_row="score"`` restores that. Step order within a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -59,17 +60,46 @@ from agentbench_rl.estimators.registry import EstimatorResult, register
 LoneRow = Literal["zero", "score"]
 
 
+@dataclass(frozen=True)
+class ContextLevel:
+    """The level-k groups of two or more rows: ``members`` (row indices), their dense group
+    ``codes`` (``n_sets`` groups) and each group's ``count``."""
+
+    members: np.ndarray
+    codes: np.ndarray
+    n_sets: int
+    count: np.ndarray
+
+    def row_codes(self, n_rows: int) -> np.ndarray:
+        """The group code of every row, -1 for a row in no group of two; one more -1 at the
+        end, so that indexing with a row of -1 (no predecessor) reads -1 too."""
+        codes = np.full(n_rows + 1, -1, dtype=np.int64)
+        codes[self.members] = self.codes
+        return codes
+
+
+def _grouped(codes: np.ndarray, rows: np.ndarray, n_sets: int) -> ContextLevel:
+    """The rows of ``rows`` whose code is shared by another row, re-coded densely."""
+    count = np.bincount(codes, minlength=n_sets)
+    shared = count[codes] >= 2
+    kept = np.flatnonzero(count >= 2)
+    dense = np.cumsum(count >= 2) - 1  # old code -> new code, for the kept ones
+    return ContextLevel(rows[shared], dense[codes[shared]], len(kept), count[kept])
+
+
 def context_levels(
     batch: StepBatch, anchors: tuple[np.ndarray, int], history_length: int
-) -> list[tuple[np.ndarray, int]]:
-    """Codes of the level-k groups of two or more rows, k = 1 .. history_length + 1; code -1
-    for a row in no such group (a lone key, or t < k − 1). ``anchors`` are the level-1 keys,
-    the rows' anchor sets (:func:`anchor_sets` keyed by observation).
+) -> list[ContextLevel]:
+    """The level-k groups of two or more rows, k = 1 .. history_length + 1. ``anchors`` are
+    the level-1 keys, the rows' anchor sets (:func:`anchor_sets` keyed by observation).
 
-    Level k extends level k − 1 backwards by the observation k − 1 steps back, so
-    ``key_k = (o_{t−k+1}, key_{k−1})``; each level is one vectorised re-factorisation of the rows
-    that can still share a key: two rows with equal level-k keys have equal level-(k − 1) keys,
-    so a row alone at level k − 1 is alone at every deeper level.
+    A level-k key is the pair of level-(k − 1) keys of the row and of its predecessor:
+    ``key_k(i) = (o_{t−k+1}, ..., o_t)`` is determined by, and determines,
+    ``(key_{k−1}(i), key_{k−1}(prev i))``. So each level is one re-factorisation of pairs of
+    the level below's codes, over the rows that can still share a key: a row whose level-(k − 1)
+    key, or whose predecessor's, is held by no other row holds a level-k key no other row holds
+    (rows have distinct predecessors), and a row with t < k − 1 has a predecessor with no
+    level-(k − 1) key.
 
     Example:
         >>> batch = StepBatch.from_records([
@@ -77,50 +107,40 @@ def context_levels(
         ...      "state_key": obs, "action_key": "a", "valid": True}
         ...     for traj, path in (("x", "ACA"), ("y", "BCA")) for t, obs in enumerate(path)])
         >>> levels = context_levels(batch, anchor_sets(batch, "obs"), 2)
-        >>> [(codes.tolist(), n) for codes, n in levels]
-        [([0, 1, 0, -1, 1, 0], 3), ([-1, -1, 1, -1, -1, 1], 3), ([-1, -1, -1, -1, -1, -1], 2)]
+        >>> [level.row_codes(len(batch))[:-1].tolist() for level in levels]
+        [[0, 1, 0, -1, 1, 0], [-1, -1, 0, -1, -1, 0], [-1, -1, -1, -1, -1, -1]]
     """
-    obs_codes, _ = batch.codes("obs_key")
-    level, n_level = anchors  # key_1 = (o_t), within the task group
+    codes, n_sets = anchors  # key_1 = (o_t), within the task group
+    level = _grouped(codes, np.arange(len(batch)), n_sets)
+    levels = [level]
     previous = batch.prev_row
-    ancestor = previous  # the row at t − (k − 1), or -1 where t < k − 1
-    levels = []
-    for k in range(1, history_length + 2):
-        if k > 1:
-            shorter = level
-            rows = np.flatnonzero((shorter >= 0) & (ancestor >= 0))
-            level = np.full(len(batch), -1, dtype=np.int64)
-            level[rows], n_level = combine_codes(shorter[rows], obs_codes[ancestor[rows]])
-            ancestor = np.where(ancestor >= 0, previous[np.maximum(ancestor, 0)], -1)
-        count = np.bincount(np.maximum(level, 0), weights=level >= 0, minlength=n_level)
-        level = np.where((level >= 0) & (count[np.maximum(level, 0)] >= 2), level, -1)
-        levels.append((level, n_level))
+    for _ in range(history_length):
+        predecessor_codes = level.row_codes(len(batch))[previous[level.members]]
+        pairs = predecessor_codes >= 0  # both keys held by another row
+        rows = level.members[pairs]
+        pair_codes, n_pairs = combine_codes(level.codes[pairs], predecessor_codes[pairs])
+        level = _grouped(pair_codes, rows, n_pairs)
+        levels.append(level)
     return levels
 
 
-def level_advantage(
-    step_return: np.ndarray, codes: np.ndarray, n_sets: int, norm: Norm
-) -> tuple[np.ndarray, np.ndarray]:
-    """``a_k`` of the rows in a level-k group (population std), and those rows; ``codes`` as
-    :func:`context_levels` gives them (-1: no group; every group has two or more rows).
+def level_advantage(step_return: np.ndarray, level: ContextLevel, norm: Norm) -> np.ndarray:
+    """``a_k`` of the level's member rows (population std), in ``level.members`` order.
 
     Example:
-        >>> advantage, rows = level_advantage(
-        ...     np.array([1.0, 3.0, 5.0]), np.array([0, 0, -1]), 1, "mean")
-        >>> advantage.tolist(), rows.tolist()
-        ([-1.0, 1.0], [0, 1])
+        >>> level = ContextLevel(np.array([0, 1]), np.array([0, 0]), 1, np.array([2]))
+        >>> level_advantage(np.array([1.0, 3.0, 5.0]), level, "mean").tolist()
+        [-1.0, 1.0]
     """
-    members = np.flatnonzero(codes >= 0)
-    code, value = codes[members], step_return[members]
-    count = np.bincount(code, minlength=n_sets)
-    mean = np.bincount(code, weights=value, minlength=n_sets) / np.maximum(count, 1)
+    code, value = level.codes, step_return[level.members]
+    mean = np.bincount(code, weights=value, minlength=level.n_sets) / level.count
     centred = value - mean[code]
     if norm == "mean_std":
         pstd = np.sqrt(
-            np.bincount(code, weights=centred * centred, minlength=n_sets) / np.maximum(count, 1)
+            np.bincount(code, weights=centred * centred, minlength=level.n_sets) / level.count
         )
         centred = centred / (pstd[code] + STD_EPS)
-    return centred, members
+    return centred
 
 
 def hgpo_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
@@ -175,15 +195,13 @@ def hgpo(
         weight_sum += base != 0
 
     anchors = anchor_sets(batch, "obs")
-    levels = context_levels(batch, anchors, history_length)
     grouped_rates = {}
-    for k, (codes, n_sets) in enumerate(levels, start=1):
-        advantage, rows = level_advantage(step_return, codes, n_sets, norm)
-        item = advantage != 0  # k ∈ I(i)
+    for k, level in enumerate(context_levels(batch, anchors, history_length), start=1):
+        advantage = level_advantage(step_return, level, norm)
         weight = float(k + 1) ** alpha  # w_k = (k + 1)^α
-        weighted_sum[rows] += weight * advantage
-        weight_sum[rows[item]] += weight
-        grouped_rates[f"grouped_rate_k{k}"] = len(rows) / n
+        weighted_sum[level.members] += weight * advantage
+        weight_sum[level.members] += weight * (advantage != 0)  # k ∈ I(i) when a_k(i) ≠ 0
+        grouped_rates[f"grouped_rate_k{k}"] = len(level.members) / n
 
     has_items = weight_sum > 0
     advantages = np.where(has_items, weighted_sum / (weight_sum + STD_EPS), 0.0)

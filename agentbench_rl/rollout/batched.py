@@ -70,30 +70,12 @@ class RolloutBatch:
 
     def step_batch(self, rewards: np.ndarray | None = None, with_hidden: bool = False) -> StepBatch:
         """The rows as a ``StepBatch`` (``rewards`` replaces the env rewards when given)."""
-        columns: dict[str, Any] = {
-            name: [record[name] for record in self.records]
-            for name in (
-                "group",
-                "traj",
-                "t",
-                "reward",
-                "obs_key",
-                "state_key",
-                "action_key",
-                "valid",
-                "success",
-            )
-        }
+        replaced: dict[str, Any] = {}
         if rewards is not None:
-            columns["reward"] = rewards
+            replaced["reward"] = rewards
         if with_hidden:
-            columns["hidden"] = self.hidden
-        object_columns = ("group", "traj", "obs_key", "state_key", "action_key")
-        for name in object_columns:
-            array = np.empty(len(self.records), dtype=object)
-            array[:] = columns[name]
-            columns[name] = array
-        return StepBatch(**columns)
+            replaced["hidden"] = self.hidden
+        return StepBatch.from_records(self.records, **replaced)
 
 
 def rollout_groups(

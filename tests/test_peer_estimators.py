@@ -1,60 +1,53 @@
-"""HGPO against its authors' code: verl-agent's ``hgpo_advantage_estimate`` on the same rows.
+"""GiGPO and HGPO against their authors' code: verl-agent's functions on the same rows.
 
-The peer file is never vendored: the test reads ``recipe/hgpo/core_hgpo.py`` from a checkout of
-verl-agent named by ``AGENTBENCH_VERL_AGENT`` (a clone of xlan156/verl-agent, or of upstream once
-the recipe lands there) and skips without one. The peer computes in float32; we run it in float64
-(its ``torch.float32`` casts rewritten to ``torch.float64`` in memory) so the two can agree to
-1e-8. Its ``from verl import DataProto`` (a type annotation only) is given a stand-in module.
+The peer files are never vendored: ``agentbench_rl.bench.peers`` compiles them from the
+verl-agent checkout that ``AGENTBENCH_VERL_AGENT`` names (a clone of xlan156/verl-agent, which
+holds upstream's ``gigpo/core_gigpo.py`` and HGPO's ``recipe/hgpo/core_hgpo.py``), in float64
+so the two can agree to 1e-8; the tests skip without one.
 
 Run it::
 
-    AGENTBENCH_VERL_AGENT=/path/to/verl-agent python -m pytest tests/test_hgpo_peer.py
+    AGENTBENCH_VERL_AGENT=/path/to/verl-agent python -m pytest tests/test_peer_estimators.py
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import types
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from agentbench_rl.bench.peers import (
+    GIGPO_FILE,
+    HGPO_FILE,
+    ROOT_VARIABLE,
+    load_function,
+    peer_root,
+    run_gigpo,
+    run_hgpo,
+)
 from agentbench_rl.estimators import StepBatch, compute
-from agentbench_rl.estimators.common import episode_scores, step_returns
 
 torch = pytest.importorskip("torch")
 
-PEER_FILE = "recipe/hgpo/core_hgpo.py"
 
-
-def _peer_function() -> Callable[..., Any]:
-    root = os.environ.get("AGENTBENCH_VERL_AGENT")
-    if not root or not (Path(root) / PEER_FILE).is_file():
-        pytest.skip(f"set AGENTBENCH_VERL_AGENT to a verl-agent checkout holding {PEER_FILE}")
-    source = (Path(root) / PEER_FILE).read_text().replace("torch.float32", "torch.float64")
-    stand_in = types.ModuleType("verl")
-    stand_in.DataProto = object  # type: ignore[attr-defined]
-    saved = sys.modules.get("verl")
-    sys.modules["verl"] = stand_in
-    try:
-        namespace: dict[str, Any] = {"__name__": "verl_agent_core_hgpo"}
-        exec(compile(source, PEER_FILE, "exec"), namespace)
-    finally:
-        if saved is None:
-            del sys.modules["verl"]
-        else:
-            sys.modules["verl"] = saved
-    return namespace["hgpo_advantage_estimate"]  # type: ignore[no-any-return]
+def _peer(relative: str, name: str) -> Callable[..., Any]:
+    root = peer_root()
+    if root is None or not (root / relative).is_file():
+        pytest.skip(f"set {ROOT_VARIABLE} to a verl-agent checkout holding {relative}")
+    return load_function(root, relative, name)
 
 
 @pytest.fixture(scope="module")
 def peer() -> Callable[..., Any]:
-    return _peer_function()
+    return _peer(HGPO_FILE, "hgpo_advantage_estimate")
+
+
+@pytest.fixture(scope="module")
+def gigpo_peer() -> Callable[..., Any]:
+    return _peer(GIGPO_FILE, "compute_gigpo_outcome_advantage")
 
 
 def _records(
@@ -83,43 +76,6 @@ def _records(
                     }
                 )
     return records
-
-
-def _peer_advantages(
-    peer: Callable[..., Any], batch: StepBatch, params: dict[str, Any]
-) -> np.ndarray:
-    """The peer's advantages in our row order. Its rows go in step-major order (every
-    trajectory's step t before any step t + 1, as verl-agent's rollout loop stacks them), so
-    trajectories interleave and each one is in time order, which its code assumes."""
-    order = np.lexsort((batch.traj_codes, batch.t))
-    gamma, p = params.get("gamma", 0.95), params.get("invalid_penalty", 0.0)
-    step_return = step_returns(batch, gamma, p)[order]
-    score = episode_scores(batch, p)[order]
-    width = 3  # response tokens per row; the score sits on the last one, as verl-agent does
-    token_rewards = np.zeros((len(batch), width))
-    token_rewards[:, -1] = score
-    modes = {"mean_std": "mean_std_norm", "mean": "mean_norm"}
-    default_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # its torch.tensor(list) of scores, too
-    try:
-        result = peer(
-            torch.tensor(token_rewards, dtype=torch.float64),
-            torch.tensor(step_return, dtype=torch.float64),
-            torch.ones((len(batch), width), dtype=torch.float64),
-            np.asarray(batch.obs_key[order], dtype=object),
-            np.asarray(batch.group[order], dtype=object),
-            np.asarray(batch.traj[order], dtype=object),
-            params.get("history_length", 2),
-            epsilon=1e-6,
-            mode=modes[params.get("norm", "mean_std")],
-            length_weight_alpha=params.get("alpha", 1.0),
-            base_group=params.get("base_group", False),
-        )
-    finally:
-        torch.set_default_dtype(default_dtype)
-    advantages = np.empty(len(batch))
-    advantages[order] = result[:, 0].numpy()
-    return advantages
 
 
 CASES = {
@@ -160,7 +116,7 @@ def test_hgpo_equals_verl_agent(
         # Our default gives a task group of one row 0; the exact form is lone_row="score".
         ours_params = {**params, "lone_row": "score"} if lone_rows.any() else params
         ours = compute("hgpo", batch, **ours_params).advantages
-        np.testing.assert_allclose(ours, _peer_advantages(peer, batch, params), rtol=0, atol=1e-8)
+        np.testing.assert_allclose(ours, run_hgpo(peer, batch, params), rtol=0, atol=1e-8)
 
 
 def test_lone_row_is_the_one_deliberate_difference(peer: Callable[..., Any]) -> None:
@@ -172,10 +128,25 @@ def test_lone_row_is_the_one_deliberate_difference(peer: Callable[..., Any]) -> 
     batch = StepBatch.from_records(
         [{**row, "state_key": "s", "action_key": "a", "valid": True} for row in rows]
     )
-    theirs = _peer_advantages(peer, batch, {"base_group": True})
+    theirs = run_hgpo(peer, batch, {"base_group": True})
     ours = compute("hgpo", batch, base_group=True).advantages
     # score / (1 + 1e-6) as the level-0 item, then divided by its weight 1 plus 1e-6
     assert ours[0] == 0.0 and theirs[0] == pytest.approx(2.0 / (1 + 1e-6) ** 2, abs=1e-12)
     lone = compute("hgpo", batch, base_group=True, lone_row="score").advantages
     np.testing.assert_allclose(lone, theirs, atol=1e-8)
     np.testing.assert_allclose(ours[1:], theirs[1:], atol=1e-8)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("norm", ["mean_std", "mean"])
+def test_gigpo_equals_verl_agent(gigpo_peer: Callable[..., Any], case: str, norm: str) -> None:
+    # verl-agent gives a set of one its own value as mean and std 1 (advantage 0 at step level,
+    # the score itself at episode level): the spec's 0 differs only for a group of one row.
+    rng = np.random.default_rng(zlib.crc32(f"gigpo/{case}/{norm}".encode()))
+    for _ in range(5):
+        records = _records(rng, **CASES[case], rewards=REWARDS["mixed"])
+        batch = StepBatch.from_records([records[i] for i in rng.permutation(len(records))])
+        keep = np.bincount(batch.group_codes)[batch.group_codes] > 1
+        ours = compute("gigpo", batch, norm=norm).advantages
+        theirs = run_gigpo(gigpo_peer, batch, {"norm": norm})
+        np.testing.assert_allclose(ours[keep], theirs[keep], rtol=0, atol=1e-8)
