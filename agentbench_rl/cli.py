@@ -530,15 +530,52 @@ def bench_estimators(
 
 @bench_app.command("fidelity")
 def bench_fidelity(
-    seeds: Annotated[int, typer.Option(help="Seeds per MDP.")] = 20,
-    out: Annotated[Path, typer.Option(help="Folder for the table and the PNG.")] = Path("fidelity"),
+    seeds: Annotated[int, typer.Option(help="Seeds per MDP (exact MDPs).")] = 20,
+    out: Annotated[Path, typer.Option(help="Folder for the tables and the PNG.")] = Path(
+        "fidelity"
+    ),
+    env: Annotated[
+        str | None,
+        typer.Option(help="A real env: score against a Monte-Carlo truth instead of the MDPs."),
+    ] = None,
+    agent: Annotated[str, typer.Option(help="The policy (--env): any agent spec.")] = "random",
+    split: Annotated[str, typer.Option(help="The split the tasks come from (--env).")] = "train",
+    tasks: Annotated[int, typer.Option(help="Tasks in the batch (--env).")] = 8,
+    group_size: Annotated[int, typer.Option(help="Trajectories per task (--env).")] = 8,
+    continuations: Annotated[
+        int, typer.Option(help="K: continuations per visited prefix (--env).")
+    ] = 16,
+    seed: Annotated[int, typer.Option(help="Seed of the batch and the truth (--env).")] = 0,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Step limit (--env; default: the env's).")
+    ] = None,
+    parallel: Annotated[
+        int, typer.Option(help="Episodes stepped at once (--env); the numbers do not change.")
+    ] = 64,
 ) -> None:
-    """How well each estimator recovers the true advantage A(s,a) on MDPs where it is known."""
+    """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
+    exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
     try:
         require("plot", "bench fidelity")
-        from agentbench_rl.bench.fidelity import run as run_fidelity
+        if env is None:
+            from agentbench_rl.bench.fidelity import run as run_fidelity
 
-        run_fidelity(seeds=seeds, out=out, console=console_for())
+            run_fidelity(seeds=seeds, out=out, console=console_for())
+            return
+        from agentbench_rl.bench.truth import TruthSettings
+        from agentbench_rl.bench.truth import run as run_truth
+
+        settings = TruthSettings(
+            env=env,
+            agent=agent,
+            split=split,
+            tasks=tasks,
+            group_size=group_size,
+            continuations=continuations,
+            seed=seed,
+            max_steps=max_steps,
+        )
+        run_truth(settings, out, console_for(), parallel=parallel)
     except (ValueError, ImportError) as problem:
         _fail(str(problem))
 

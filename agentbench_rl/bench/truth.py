@@ -1,0 +1,707 @@
+"""``agentbench-rl bench fidelity --env NAME --agent SPEC``: every estimator against a
+Monte-Carlo estimate of the true advantage, on a real env.
+
+Every env here is deterministic given (task, reset seed, action prefix), so the advantage of the
+policy that produced a batch can be estimated by playing that policy on from each visited step:
+
+1. **The batch** is the trainer's: N tasks of the split (``train_task_ids``, seeded) x G
+   trajectories; member m of task τ resets with ``episode_seed(seed, τ)`` and its agent is seeded
+   ``member_seed(seed, τ, m)``, as training seeds them.
+2. **The truth.** For each visited prefix h_t (trajectory m, step t), K continuations: a fresh env
+   is reset with the trajectory's seed and the agent replays steps 0 .. t−1 with the
+   trajectory's own seed (each action must come out as recorded and the state reached must
+   carry the recorded ``state_hash``: a replay that does not is an error, not noise); then the
+   agent is reseeded with ``continuation_seed(seed, τ, m, t, k)`` and plays to the episode's end
+   (success, or the env's step limit: the truth is that of the episode's finite horizon)::
+
+       G_t^(k)    = Σ_{u ≥ t} γ^(u−t) r_u^(k)                                       (1)
+       V̂(h_t)     = mean_k G_t^(k),      se(h_t) = std_k G_t^(k) / √K               (2)
+       Q̂(h_t, a_t) = r_t + γ·V̂(h_{t+1})  (V̂ = 0 after the trajectory's last step)  (3)
+       Â_t        = Q̂(h_t, a_t) − V̂(h_t),  se(Â_t) = √(γ²·se(h_{t+1})² + se(h_t)²)  (4)
+
+   Q needs no continuations of its own: the env being deterministic, a_t leads to exactly one
+   h_{t+1}, whose K continuations are V̂(h_{t+1})'s. V is the mean over the policy's own draws at
+   h_t, not Σ_a π(a|h_t)·Q(h_t, a) over the admissible actions (which needs every action's Q).
+   The replay restores the whole prefix, so for a policy that reads its history (``hf:``
+   prompts show it) this is the advantage of that history, as the estimators see it.
+3. **Scores**, per estimator run (each registered estimator at its defaults, plus the variants
+   ``bench fidelity`` runs; BiPACE only when the agent hands over hidden states, which no agent
+   here does yet), over the batch's rows: Pearson and Spearman correlation with Â, sign
+   agreement on the rows whose Â is more than two standard errors from 0, and the relative
+   error after the best scale ``min_c mean((c·est − Â)²) / mean(Â²)``, each with a 95%
+   bootstrap interval over tasks; and the same broken down by category, by half of the
+   trajectory (early: t < T/2) and by the trajectory's success.
+
+The continuations of one prefix length t are one chunk, journaled when done
+(``continuations.jsonl`` in the output folder): a killed run resumes at the next chunk, and the
+numbers do not depend on ``--parallel`` (how many episodes are stepped at once) since every
+episode's draws are fixed by its seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from agentbench_rl.agents import load_agent
+from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
+from agentbench_rl.bench.fidelity import VARIANTS
+from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.core.jsonfile import complete_lines, json_lines
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
+from agentbench_rl.estimators import compute, resolve, runnable
+from agentbench_rl.progress import duration, progress_display
+from agentbench_rl.rollout.episode import (
+    EpisodeSlot,
+    Lockstep,
+    as_batch_agent,
+    episode_seed,
+    format_kept,
+    member_seed,
+)
+
+JOURNAL = "continuations.jsonl"
+BOOTSTRAP = 1000
+METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
+
+
+@dataclass(frozen=True)
+class TruthSettings:
+    """One Monte-Carlo fidelity run: the env and split, the policy, the batch shape (``tasks``
+    x ``group_size``), K ``continuations`` per visited prefix, the seed and γ."""
+
+    env: str
+    agent: str
+    split: str = "train"
+    tasks: int = 8
+    group_size: int = 8
+    continuations: int = 16
+    seed: int = 0
+    gamma: float = 0.95
+    max_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tasks", "group_size", "continuations"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"fidelity: {name} must be >= 1, got {getattr(self, name)}")
+        if self.continuations < 2:
+            raise ValueError("fidelity: continuations must be >= 2 (a standard error needs two)")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"fidelity: gamma must be in [0, 1], got {self.gamma}")
+
+    def env_spec(self) -> EnvSpec:
+        """The env the batch and every continuation play."""
+        return EnvSpec(name=self.env, split=self.split, max_steps=self.max_steps)
+
+
+def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> int:
+    """The agent's seed for continuation ``k`` from step ``t`` of member ``member``'s trajectory.
+
+    Example:
+        >>> continuation_seed(0, "train-1", 0, 3, 0) != continuation_seed(0, "train-1", 0, 3, 1)
+        True
+    """
+    return seed_from(seed, task_id, member, t, k, "continuation")
+
+
+def _agents(spec: str, rows: int) -> BatchAgent:
+    """The policy for ``rows`` episodes at once: one batched agent, or one agent per row."""
+    agent = load_agent(spec)
+    if isinstance(agent, BatchAgent):
+        prepare = getattr(agent, "prepare", None)
+        if prepare:
+            prepare()
+        return agent
+    agents: list[Agent] = [agent] + [load_agent(spec) for _ in range(rows - 1)]
+    return as_batch_agent(agents)
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One played trajectory of the batch: its task, member, reset seed, rewards, the state hash
+    and canonical action of each step, whether it succeeded and its category."""
+
+    traj: str
+    group: str
+    task_id: str
+    member: int
+    reset_seed: int
+    rewards: tuple[float, ...]
+    states: tuple[str, ...]
+    actions: tuple[str, ...]
+    success: bool
+    category: str
+
+
+@dataclass(frozen=True)
+class PlayedBatch:
+    """The batch the estimators score: its step records and its trajectories (record ``traj``
+    ids are the trajectories' ``traj``)."""
+
+    records: list[dict[str, Any]]
+    trajectories: list[Trajectory]
+
+
+def play_batch(settings: TruthSettings, envs: Sequence[TextAgentEnv[Any]]) -> PlayedBatch:
+    """Play ``tasks`` x ``group_size`` episodes on ``envs`` (one env per episode), seeded as
+    the trainer seeds a batch."""
+    from agentbench_rl.rollout.scripted import train_task_ids
+
+    task_ids = train_task_ids(settings.env, settings.split, settings.tasks, settings.seed)
+    slots, agent_seeds = [], []
+    for index, task_id in enumerate(task_ids):
+        group = f"{index}:{task_id}"  # a task drawn twice is two groups
+        for member in range(settings.group_size):
+            slots.append(
+                EpisodeSlot(
+                    task_id, episode_seed(settings.seed, task_id), group, f"{group}/{member}"
+                )
+            )
+            agent_seeds.append(member_seed(settings.seed, task_id, member))
+    lock = _play(settings.agent, envs[: len(slots)], slots, agent_seeds, switch=None)
+    trajectories = []
+    for slot, episode in zip(slots, lock.episodes, strict=True):
+        rows = [record for record in lock.records if record["traj"] == slot.traj]
+        trajectories.append(
+            Trajectory(
+                traj=str(slot.traj),
+                group=str(slot.group),
+                task_id=slot.task_id,
+                member=int(str(slot.traj).rsplit("/", 1)[1]),
+                reset_seed=slot.seed,
+                rewards=tuple(float(row["reward"]) for row in rows),
+                states=tuple(str(row["state_key"]) for row in rows),
+                actions=tuple(str(row["action_key"]) for row in rows),
+                success=bool(episode.info["won"]),
+                category=str(episode.info["category"]),
+            )
+        )
+    return PlayedBatch(lock.records, trajectories)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Where a continuation chunk hands over from replay to fresh draws: at step ``t``, each row
+    ``i`` must stand in state ``states[i]`` and its agent is reseeded with ``seeds[i]``; before
+    it, row ``i`` must act ``actions[i][u]`` at step u."""
+
+    t: int
+    states: list[str]
+    actions: list[tuple[str, ...]]
+    seeds: list[int]
+
+
+def _play(
+    agent_spec: str,
+    envs: Sequence[TextAgentEnv[Any]],
+    slots: Sequence[EpisodeSlot],
+    agent_seeds: Sequence[int],
+    switch: Switch | None,
+) -> Lockstep:
+    """Play one episode per env; with a ``switch``, check the replay and reseed at its step."""
+    lock = Lockstep.of_envs(envs, slots)
+    agent = _agents(agent_spec, len(slots))
+    capabilities = (
+        agent.capabilities
+        if hasattr(agent, "capabilities")
+        else [Capabilities.of(agent)] * len(slots)
+    )
+    agent.begin_episodes(envs, agent_seeds)
+    while lock.live:
+        live = list(lock.live)
+        episodes = [lock.episodes[index] for index in live]
+        if switch is not None and lock.t == switch.t:
+            for index, episode in zip(live, episodes, strict=True):
+                if episode.info["state_hash"] != switch.states[index]:
+                    raise RuntimeError(
+                        f"fidelity: replaying {slots[index].traj} did not restore the state of "
+                        f"step {switch.t} (state_hash differs): the env or the agent is not "
+                        "deterministic given its seeds"
+                    )
+            agent.begin_episodes(envs, switch.seeds)
+        actions = agent.act_batch(
+            [episode.observation for episode in episodes],
+            [episode.info for episode in episodes],
+            rows=live,
+            histories=[episode.history for episode in episodes],
+        )
+        kept = [format_kept(capabilities[i], a) for i, a in zip(live, actions, strict=True)]
+        written = lock.step(actions, kept)
+        if switch is not None and lock.t <= switch.t:
+            for index, row in zip(live, written, strict=True):
+                if lock.records[row]["action_key"] != switch.actions[index][lock.t - 1]:
+                    raise RuntimeError(
+                        f"fidelity: replaying {slots[index].traj}, step {lock.t - 1} acted "
+                        f"{lock.records[row]['action_key']!r}, not the recorded "
+                        f"{switch.actions[index][lock.t - 1]!r}: the agent is not deterministic "
+                        "given its seed"
+                    )
+    return lock
+
+
+def discounted_return(rewards: Sequence[float], gamma: float) -> float:
+    """Σ_u γ^u r_u (equation 1).
+
+    Example:
+        >>> discounted_return([1.0, 0.0, 2.0], 0.5)
+        1.5
+    """
+    total = 0.0
+    for reward in reversed(rewards):
+        total = reward + gamma * total
+    return total
+
+
+def continuation_returns(
+    settings: TruthSettings,
+    batch: PlayedBatch,
+    t: int,
+    envs: Sequence[TextAgentEnv[Any]],
+) -> tuple[dict[str, list[float]], int]:
+    """The K returns from step ``t`` (equation 1) of every trajectory longer than t, and the
+    env steps they took (replays included)."""
+    jobs = [
+        (trajectory, k)
+        for trajectory in batch.trajectories
+        if len(trajectory.rewards) > t
+        for k in range(settings.continuations)
+    ]
+    returns: dict[str, list[float]] = {}
+    steps = 0
+    for start in range(0, len(jobs), len(envs)):
+        chunk = jobs[start : start + len(envs)]
+        slots = [
+            EpisodeSlot(trajectory.task_id, trajectory.reset_seed, trajectory.traj, f"{i}")
+            for i, (trajectory, _) in enumerate(chunk)
+        ]
+        switch = Switch(
+            t=t,
+            states=[trajectory.states[t] for trajectory, _ in chunk],
+            actions=[trajectory.actions for trajectory, _ in chunk],
+            seeds=[
+                continuation_seed(settings.seed, trajectory.task_id, trajectory.member, t, k)
+                for trajectory, k in chunk
+            ],
+        )
+        agent_seeds = [
+            member_seed(settings.seed, trajectory.task_id, trajectory.member)
+            for trajectory, _ in chunk
+        ]
+        lock = _play(settings.agent, envs[: len(chunk)], slots, agent_seeds, switch)
+        steps += len(lock.records)
+        rewards: list[list[float]] = [[] for _ in chunk]
+        for record in lock.records:
+            if record["t"] >= t:
+                rewards[int(record["traj"])].append(float(record["reward"]))
+        for (trajectory, _), episode_rewards in zip(chunk, rewards, strict=True):
+            returns.setdefault(trajectory.traj, []).append(
+                discounted_return(episode_rewards, settings.gamma)
+            )
+    return returns, steps
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Per row of the batch (in record order): Â (equation 3), its standard error (4), V̂ and
+    its standard error (2)."""
+
+    advantage: np.ndarray
+    standard_error: np.ndarray
+    value: np.ndarray
+    value_error: np.ndarray
+
+
+def assemble_truth(
+    settings: TruthSettings, batch: PlayedBatch, returns: dict[int, dict[str, list[float]]]
+) -> Truth:
+    """Equations 2-4 from the continuation returns of every prefix length."""
+    gamma = settings.gamma
+    k = settings.continuations
+    advantage = np.zeros(len(batch.records))
+    error = np.zeros(len(batch.records))
+    value = np.zeros(len(batch.records))
+    value_error = np.zeros(len(batch.records))
+    row_of = {(record["traj"], record["t"]): row for row, record in enumerate(batch.records)}
+    for trajectory in batch.trajectories:
+        length = len(trajectory.rewards)
+        means = np.zeros(length + 1)  # V̂ after the last step: 0
+        errors = np.zeros(length + 1)
+        for t in range(length):
+            samples = np.asarray(returns[t][trajectory.traj])
+            means[t] = samples.mean()
+            errors[t] = samples.std(ddof=1) / math.sqrt(k)
+        for t in range(length):
+            row = row_of[(trajectory.traj, t)]
+            q = trajectory.rewards[t] + gamma * means[t + 1]
+            advantage[row] = q - means[t]
+            error[row] = math.sqrt(gamma**2 * errors[t + 1] ** 2 + errors[t] ** 2)
+            value[row], value_error[row] = means[t], errors[t]
+    return Truth(advantage, error, value, value_error)
+
+
+def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Pearson correlation of rows ``x`` and ``y`` under each row of ``weights`` (B, n); 0
+    where either side is constant."""
+    total = weights.sum(axis=1)
+    dx = (
+        x - (weights @ x / total)[:, None]
+        if x.ndim == 1
+        else x - ((weights * x).sum(axis=1) / total)[:, None]
+    )
+    dy = (
+        y - (weights @ y / total)[:, None]
+        if y.ndim == 1
+        else y - ((weights * y).sum(axis=1) / total)[:, None]
+    )
+    covariance = (weights * dx * dy).sum(axis=1)
+    spread = np.sqrt((weights * dx * dx).sum(axis=1) * (weights * dy * dy).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(spread > 1e-12 * np.maximum(1.0, total), covariance / spread, 0.0)
+
+
+def weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Mid-ranks of ``values`` in each weighted resample (a row of ``weights`` counts how many
+    times each value was drawn): a value's rank is the weight of the smaller values plus the
+    mean position within its ties, ``(w_ties + 1) / 2``.
+
+    Example:
+        >>> weighted_ranks(np.array([3.0, 1.0, 3.0]), np.ones((1, 3))).tolist()
+        [[2.5, 1.0, 2.5]]
+    """
+    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    order = np.argsort(inverse, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    tied = np.add.reduceat(weights[:, order], starts, axis=1)  # (B, distinct values)
+    below = np.cumsum(tied, axis=1) - tied
+    return (below + (tied + 1) / 2)[:, inverse]
+
+
+def weighted_metrics(
+    estimate: np.ndarray, truth: np.ndarray, error: np.ndarray, weights: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The four scores (module docstring) under each row of ``weights`` (B, n): ones for the
+    batch itself, task counts for a bootstrap resample. Sign agreement is NaN where no row's
+    true advantage is clear of its noise; the relative error NaN where every true A is 0."""
+    decided = np.abs(truth) > 2 * error
+    agrees = (np.sign(estimate) == np.sign(truth)) & decided
+    energy = weights @ (estimate * estimate)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scale = np.where(energy > 0, (weights @ (estimate * truth)) / energy, 0.0)
+        residual = (weights * (scale[:, None] * estimate - truth) ** 2).sum(axis=1)
+        return {
+            "pearson": _weighted_pearson(estimate, truth, weights),
+            "spearman": _weighted_pearson(
+                weighted_ranks(estimate, weights), weighted_ranks(truth, weights), weights
+            ),
+            "sign_agreement": (weights @ agrees) / (weights @ decided),
+            "relative_mse": residual / (weights @ (truth * truth)),
+        }
+
+
+def metrics(estimate: np.ndarray, truth: np.ndarray, error: np.ndarray) -> dict[str, float]:
+    """The four scores of one estimator on some rows.
+
+    Example:
+        >>> figures = metrics(np.array([2.0, -2.0, 0.0]), np.array([1.0, -1.0, 0.5]),
+        ...                   np.zeros(3))
+        >>> round(figures["relative_mse"], 4), figures["sign_agreement"]
+        (0.1111, 0.6666666666666666)
+    """
+    figures = weighted_metrics(estimate, truth, error, np.ones((1, len(truth))))
+    return {name: float(values[0]) for name, values in figures.items()}
+
+
+def bootstrap(
+    estimate: np.ndarray,
+    truth: np.ndarray,
+    error: np.ndarray,
+    tasks: np.ndarray,
+    seed: int,
+) -> dict[str, tuple[float, float]]:
+    """95% percentile intervals of each metric, resampling tasks (groups) with replacement:
+    each resample is a weight per row, the number of times its task was drawn."""
+    rng = np.random.default_rng(seed)
+    codes, uniques = pd.factorize(tasks)
+    n_tasks = len(uniques)
+    drawn = rng.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=BOOTSTRAP)
+    figures = weighted_metrics(estimate, truth, error, drawn[:, codes].astype(float))
+    intervals = {}
+    for name, values in figures.items():
+        finite = values[np.isfinite(values)]
+        intervals[name] = (
+            (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5)))
+            if finite.size
+            else (float("nan"), float("nan"))
+        )
+    return intervals
+
+
+def estimator_runs() -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, estimator, parameters): every registered estimator the batch can feed (no hidden
+    states), at its defaults and at ``bench fidelity``'s variants."""
+    return [
+        (label, name, params)
+        for name in runnable(())
+        for label, params in VARIANTS.get(name, ((name, {}),))
+    ]
+
+
+def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
+    """Boolean row masks: every row, each category, early / late half, success / failure."""
+    lengths = {trajectory.traj: len(trajectory.rewards) for trajectory in batch.trajectories}
+    success = {trajectory.traj: trajectory.success for trajectory in batch.trajectories}
+    category = {trajectory.traj: trajectory.category for trajectory in batch.trajectories}
+    traj = [str(record["traj"]) for record in batch.records]
+    t = np.array([record["t"] for record in batch.records])
+    length = np.array([lengths[key] for key in traj])
+    masks = {"all": np.ones(len(traj), dtype=bool)}
+    for name in sorted(set(category.values())):
+        masks[f"category {name}"] = np.array([category[key] == name for key in traj])
+    masks["early (t < T/2)"] = 2 * t < length
+    masks["late"] = 2 * t >= length
+    masks["succeeded"] = np.array([success[key] for key in traj])
+    masks["failed"] = ~masks["succeeded"]
+    return {name: mask for name, mask in masks.items() if mask.any()}
+
+
+# ------------------------------------------------------------------------------ the run
+def _read_journal(
+    path: Path, settings: TruthSettings
+) -> dict[int, tuple[dict[str, list[float]], int]]:
+    """The finished chunks of an earlier run of the same settings (a torn last line cut off)."""
+    if not path.exists():
+        return {}
+    text, complete = complete_lines(path.read_bytes(), str(path))
+    if complete != path.stat().st_size:
+        with path.open("r+b") as handle:
+            handle.truncate(complete)
+    done: dict[int, tuple[dict[str, list[float]], int]] = {}
+    for number, line in json_lines(text, str(path)):
+        if number == 1:
+            if line != {"settings": asdict(settings)}:
+                raise ValueError(
+                    f"{path} holds continuations of other settings ({line}); "
+                    "use another --out or delete it"
+                )
+            continue
+        done[int(line["t"])] = (line["returns"], int(line["env_steps"]))
+    return done
+
+
+def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64) -> dict[str, Any]:
+    """Play the batch, estimate the truth (resuming from ``out``), score every estimator;
+    print the table and write ``fidelity.md``, ``fidelity.csv``, ``fidelity.json`` and
+    ``fidelity.png`` to ``out``."""
+    if parallel < 1:
+        raise ValueError(f"fidelity: parallel must be >= 1, got {parallel}")
+    started = time.monotonic()
+    spec = settings.env_spec()
+    n_episodes = settings.tasks * settings.group_size
+    envs = [spec.make() for _ in range(max(parallel, n_episodes))]
+    batch = play_batch(settings, envs)
+    out.mkdir(parents=True, exist_ok=True)
+    journal_path = out / JOURNAL
+    chunks = _read_journal(journal_path, settings)
+    horizon = max(len(trajectory.rewards) for trajectory in batch.trajectories)
+    jobs = {
+        t: sum(len(tr.rewards) > t for tr in batch.trajectories) * settings.continuations
+        for t in range(horizon)
+    }
+    with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
+        if journal.tell() == 0:
+            journal.write(json.dumps({"settings": asdict(settings)}) + "\n")
+        task = bar.add_task(
+            f"{settings.env} {settings.agent}: continuations",
+            total=sum(jobs.values()),
+            completed=sum(jobs[t] for t in chunks),
+        )
+        for t in range(horizon):
+            if t in chunks:
+                continue
+            chunks[t] = continuation_returns(settings, batch, t, envs[:parallel])
+            line = {"t": t, "returns": chunks[t][0], "env_steps": chunks[t][1]}
+            journal.write(json.dumps(line) + "\n")
+            journal.flush()
+            os.fsync(journal.fileno())
+            bar.advance(task, jobs[t])
+    for env in envs:
+        env.close()
+    truth = assemble_truth(settings, batch, {t: chunk[0] for t, chunk in chunks.items()})
+    payload = score_batch(settings, batch, truth)
+    payload["cost"] = {
+        "seconds": time.monotonic() - started,  # this invocation's (a resumed run: its part)
+        "truth_env_steps": sum(chunk[1] for chunk in chunks.values()),
+        "batch_env_steps": len(batch.records),
+    }
+    write_outputs(payload, out, console)
+    return payload
+
+
+def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> dict[str, Any]:
+    """Every estimator run scored against the truth, overall and per breakdown."""
+    steps = StepBatch.from_records(batch.records)
+    tasks = np.array([str(record["group"]) for record in batch.records])
+    masks = breakdowns(batch)
+    spread = float(np.var(truth.advantage))
+    noise = float(np.mean(truth.standard_error**2))
+    results: dict[str, Any] = {}
+    advantages: dict[str, np.ndarray] = {}
+    for label, name, params in estimator_runs():
+        # γ of the truth for the estimators that discount (GRPO and RLOO do not)
+        discount = {"gamma": settings.gamma} if "gamma" in resolve(name).params else {}
+        estimate = compute(name, steps, **discount, **params).advantages
+        advantages[label] = estimate
+        results[label] = {"estimator": name, "params": params, "breakdowns": {}}
+        for part, mask in masks.items():
+            figures = metrics(estimate[mask], truth.advantage[mask], truth.standard_error[mask])
+            intervals = bootstrap(
+                estimate[mask],
+                truth.advantage[mask],
+                truth.standard_error[mask],
+                tasks[mask],
+                seed_from(settings.seed, label, part) % 2**32,
+            )
+            results[label]["breakdowns"][part] = {
+                "rows": int(mask.sum()),
+                **{name: {"value": figures[name], "ci95": intervals[name]} for name in METRICS},
+            }
+    return {
+        "settings": asdict(settings),
+        "truth": {
+            "rows": len(batch.records),
+            "trajectories": len(batch.trajectories),
+            "success_rate": float(np.mean([tr.success for tr in batch.trajectories])),
+            "std_advantage": math.sqrt(spread),
+            "mean_standard_error": float(np.mean(truth.standard_error)),
+            # the share of the true advantages' variance that is Monte-Carlo noise: what K buys
+            "noise_share": noise / spread if spread > 0 else float("nan"),
+        },
+        "results": results,
+        "rows": {
+            "traj": [str(record["traj"]) for record in batch.records],
+            "t": [int(record["t"]) for record in batch.records],
+            "reward": [float(record["reward"]) for record in batch.records],
+            "true_advantage": truth.advantage.tolist(),
+            "standard_error": truth.standard_error.tolist(),
+            "value": truth.value.tolist(),
+            "value_standard_error": truth.value_error.tolist(),
+            **{label: values.tolist() for label, values in advantages.items()},
+        },
+    }
+
+
+def _figure(entry: dict[str, Any], digits: int = 2) -> str:
+    value, (low, high) = entry["value"], entry["ci95"]
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    """The tables of a run: one per breakdown, estimators as rows."""
+    settings, truth = payload["settings"], payload["truth"]
+    lines = [
+        f"# Advantage fidelity on {settings['env']} ({settings['split']}), agent "
+        f"`{settings['agent']}`",
+        "",
+        f"{settings['tasks']} tasks x {settings['group_size']} trajectories, seed "
+        f"{settings['seed']}, γ = {settings['gamma']}; truth by K = {settings['continuations']} "
+        f"continuations per visited prefix. {truth['rows']} rows, success rate "
+        f"{truth['success_rate']:.2f}; std of the true advantage {truth['std_advantage']:.4f}, "
+        f"mean standard error {truth['mean_standard_error']:.4f} (Monte-Carlo noise is "
+        f"{truth['noise_share']:.1%} of its variance). Cells: value [95% bootstrap interval "
+        "over tasks].",
+    ]
+    parts = next(iter(payload["results"].values()))["breakdowns"]
+    for part, first in parts.items():
+        lines += ["", f"## {part} ({first['rows']} rows)", ""]
+        lines.append("| estimator | " + " | ".join(METRICS) + " |")
+        lines.append("|---" * (len(METRICS) + 1) + "|")
+        for label, result in payload["results"].items():
+            entry = result["breakdowns"].get(part)
+            if entry is not None:
+                cells = " | ".join(_figure(entry[name]) for name in METRICS)
+                lines.append(f"| {label} | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(payload: dict[str, Any], path: Path) -> None:
+    """Pearson and Spearman correlation per estimator, with intervals, for each breakdown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(payload["results"])
+    parts = list(next(iter(payload["results"].values()))["breakdowns"])
+    figure, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    width = 0.8 / len(parts)
+    positions = np.arange(len(labels))
+    for axis, name in zip(axes, ("pearson", "spearman"), strict=True):
+        for offset, part in enumerate(parts):
+            entries = [payload["results"][label]["breakdowns"].get(part) for label in labels]
+            values = [entry[name]["value"] if entry else np.nan for entry in entries]
+            low = [
+                max(0.0, v - entry[name]["ci95"][0]) if entry else 0.0
+                for v, entry in zip(values, entries, strict=True)
+            ]
+            high = [
+                max(0.0, entry[name]["ci95"][1] - v) if entry else 0.0
+                for v, entry in zip(values, entries, strict=True)
+            ]
+            axis.bar(
+                positions + offset * width, values, width, yerr=[low, high], label=part, capsize=1.5
+            )
+        axis.set_title(f"{name} correlation with the Monte-Carlo A")
+        axis.set_xticks(positions + width * (len(parts) - 1) / 2)
+        axis.set_xticklabels(labels, rotation=30, ha="right")
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=7)
+    settings = payload["settings"]
+    figure.suptitle(f"{settings['env']}, agent {settings['agent']} (95% intervals over tasks)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
+    """Print the overall table; write the Markdown, the per-row CSV, the JSON and the plot."""
+    table = Table(
+        title=f"Advantage fidelity on {payload['settings']['env']} against the Monte-Carlo truth",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("estimator", no_wrap=True)
+    for name in METRICS:
+        table.add_column(name, justify="right")
+    for label, result in payload["results"].items():
+        table.add_row(label, *(_figure(result["breakdowns"]["all"][name]) for name in METRICS))
+    console.print(table)
+    truth, cost = payload["truth"], payload["cost"]
+    console.print(
+        f"{truth['rows']} rows; Monte-Carlo noise {truth['noise_share']:.1%} of the true "
+        f"advantages' variance; the truth took {cost['truth_env_steps']:,} env steps, this run "
+        f"{duration(cost['seconds'])}."
+    )
+    atomic_write_text(out / "fidelity.md", markdown(payload))
+    rows = pd.DataFrame(payload["rows"])
+    atomic_write_text(out / "fidelity.csv", rows.to_csv(index=False))
+    summary = {key: value for key, value in payload.items() if key != "rows"}
+    atomic_write_text(out / "fidelity.json", json.dumps(summary, indent=1, allow_nan=True))
+    plot(payload, out / "fidelity.png")
+    console.print(f"wrote {out / 'fidelity.md'}, fidelity.csv, fidelity.json, fidelity.png")

@@ -1,0 +1,169 @@
+"""The Monte-Carlo truth of ``bench fidelity --env``, checked against the exact truth on a real
+Sokoban level (the random agent's value by backward induction over the level's reachable
+states), and its replay, resume and determinism rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from agentbench_rl.bench.truth import JOURNAL, TruthSettings, play_batch, run
+from agentbench_rl.envs.sokoban.levels import load_level
+from agentbench_rl.envs.sokoban.rules import ACTIONS, move, solved
+
+HORIZON = 6
+QUIET = Console(quiet=True)
+
+
+def exact_values(task_id: str, gamma: float) -> dict[tuple[int, tuple[Any, ...]], float]:
+    """V_t(player, boxes) of the uniform random policy, t = 0 .. HORIZON − 1, by backward
+    induction from V_HORIZON = 0; V = 0 once the room is solved (written independently of the
+    bench: the level's rules only)."""
+    level = load_level(task_id)
+    start = (level.player, level.boxes)
+    states, frontier = {start}, [start]
+    while frontier:
+        player, boxes = frontier.pop()
+        if solved(level.room, boxes):
+            continue
+        for action in ACTIONS:
+            reached = move(level.room, player, boxes, action)[:2]
+            if reached not in states:
+                states.add(reached)
+                frontier.append(reached)
+    following = {state: 0.0 for state in states}
+    values: dict[tuple[int, tuple[Any, ...]], float] = {}
+    for t in range(HORIZON - 1, -1, -1):
+        now = {}
+        for player, boxes in states:
+            if solved(level.room, boxes):
+                now[(player, boxes)] = 0.0
+                continue
+            total = 0.0
+            for action in ACTIONS:
+                new_player, new_boxes, reward = move(level.room, player, boxes, action)
+                total += reward + gamma * following[(new_player, new_boxes)]
+            now[(player, boxes)] = total / len(ACTIONS)
+        for state, value in now.items():
+            values[(t, (state[0], state[1]))] = value
+        following = now
+    return values
+
+
+def test_monte_carlo_values_agree_with_the_exact_ones(tmp_path: Path) -> None:
+    # A random walk solves a room in 6 steps rarely (and is paid 10 when it does): K = 400
+    # draws make V̂'s error close to normal, which the z test below needs.
+    settings = TruthSettings(
+        env="sokoban",
+        agent="random",
+        tasks=12,
+        group_size=1,
+        continuations=400,
+        max_steps=HORIZON,
+        seed=3,
+    )
+    payload = run(settings, tmp_path, QUIET, parallel=400)
+    rows = payload["rows"]
+    batch = play_batch(settings, [settings.env_spec().make() for _ in range(12)])
+    z_scores = []
+    for trajectory in batch.trajectories:
+        level = load_level(trajectory.task_id)
+        exact = exact_values(trajectory.task_id, settings.gamma)
+        player, boxes = level.player, level.boxes
+        for t, action in enumerate(trajectory.actions):
+            row = next(
+                i
+                for i, (traj, step) in enumerate(zip(rows["traj"], rows["t"], strict=True))
+                if traj == trajectory.traj and step == t
+            )
+            truth, error = exact[(t, (player, boxes))], rows["value_standard_error"][row]
+            estimate = rows["value"][row]
+            if error > 1e-9:
+                z_scores.append((estimate - truth) / error)
+            else:  # every draw returned the same: a reward rarer than ~3/K was never drawn
+                assert abs(estimate - truth) < 0.1
+            player, boxes = move(level.room, player, boxes, action)[:2]
+    z = np.array(z_scores)
+    assert len(z) >= 15
+    # V̂ is a mean of 400 draws: within 4.5 standard errors everywhere, z² near 1 on average
+    # (a mean of ~20 χ²₁ draws: [0.4, 2.2] holds with more than 99% probability)
+    assert np.abs(z).max() < 4.5
+    assert 0.4 < float(np.mean(z**2)) < 2.2
+
+
+def test_numbers_do_not_depend_on_parallel_and_a_killed_run_resumes(tmp_path: Path) -> None:
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=2, group_size=2, continuations=4, max_steps=5
+    )
+    first = run(settings, tmp_path / "a", QUIET, parallel=64)
+    journal = tmp_path / "a" / JOURNAL
+    lines = journal.read_text().splitlines(keepends=True)
+    journal.write_text("".join(lines[:3]) + lines[3][:10])  # two chunks done, one torn
+    resumed = run(settings, tmp_path / "a", QUIET, parallel=3)
+    narrow = run(settings, tmp_path / "b", QUIET, parallel=1)
+    for other in (resumed, narrow):
+        assert other["rows"] == first["rows"]
+        assert json.dumps(other["results"]) == json.dumps(first["results"])  # NaN as NaN
+    assert len(journal.read_text().splitlines()) == len(lines)  # nothing counted twice
+
+
+def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=3
+    )
+    run(settings, tmp_path, QUIET)
+    other = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=3, max_steps=3
+    )
+    with pytest.raises(ValueError, match="other settings"):
+        run(other, tmp_path, QUIET)
+
+
+class UnseededAgent:
+    """Draws from a generator it never reseeds: its replays cannot repeat its actions."""
+
+    name = "unseeded"
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng()
+
+    def begin_episode(self, env: Any, seed: int) -> None:
+        pass
+
+    def act(self, observation: Any, info: dict[str, Any]) -> str:
+        return str(self.rng.choice(ACTIONS))
+
+
+def test_an_agent_that_does_not_replay_is_an_error(tmp_path: Path) -> None:
+    settings = TruthSettings(
+        env="sokoban",
+        agent="python:test_truth:UnseededAgent",
+        tasks=1,
+        group_size=4,
+        continuations=2,
+        max_steps=6,
+    )
+    with pytest.raises(RuntimeError, match="not deterministic"):
+        run(settings, tmp_path, QUIET)
+
+
+@pytest.mark.parametrize(("field", "value"), [("tasks", 0), ("continuations", 1), ("gamma", 1.5)])
+def test_bad_settings_are_one_line(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=field):
+        TruthSettings(env="sokoban", agent="random", **{field: value})
+
+
+def test_results_carry_their_settings(tmp_path: Path) -> None:
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=3
+    )
+    run(settings, tmp_path, QUIET)
+    written = json.loads((tmp_path / "fidelity.json").read_text())
+    assert written["settings"]["continuations"] == 2
+    assert {"pearson", "spearman"} <= set(written["results"]["gigpo"]["breakdowns"]["all"])
+    assert (tmp_path / "fidelity.png").stat().st_size > 0
