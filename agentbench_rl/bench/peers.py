@@ -66,26 +66,43 @@ def load_function(root: Path, relative: str, name: str) -> Callable[..., Any]:
     return function
 
 
-def _inputs(batch: StepBatch, gamma: float, invalid_penalty: float) -> dict[str, Any]:
+def _call(
+    function: Callable[..., Any],
+    batch: StepBatch,
+    params: Mapping[str, Any],
+    *args: Any,
+    **kwargs: Any,
+) -> np.ndarray:
+    """``function(inputs..., *args, **kwargs)`` on ``batch`` under torch's float64 default (its
+    ``torch.tensor(list)`` of scores too); its advantages (the first output, when it returns
+    two) in the batch's row order.
+
+    The inputs are every verl-agent estimator's: the episode score on the last response token,
+    the step return, the response mask, and the anchor observation, group and trajectory ids, in
+    step-major row order.
+    """
     import torch
 
+    gamma, penalty = params.get("gamma", 0.95), params.get("invalid_penalty", 0.0)
     order = np.lexsort((batch.traj_codes, batch.t))
     token_rewards = np.zeros((len(batch), RESPONSE_TOKENS))
-    token_rewards[:, -1] = episode_scores(batch, invalid_penalty)[order]
-    return {
-        "order": order,
-        "token_level_rewards": torch.tensor(token_rewards, dtype=torch.float64),
-        "step_rewards": torch.tensor(
-            step_returns(batch, gamma, invalid_penalty)[order], dtype=torch.float64
-        ),
-        "response_mask": torch.ones((len(batch), RESPONSE_TOKENS), dtype=torch.float64),
-        "anchor_obs": np.asarray(batch.obs_key[order], dtype=object),
-        "index": np.asarray(batch.group[order], dtype=object),
-        "traj_index": np.asarray(batch.traj[order], dtype=object),
-    }
-
-
-def _in_row_order(result: Any, order: np.ndarray) -> np.ndarray:
+    token_rewards[:, -1] = episode_scores(batch, penalty)[order]
+    inputs = (
+        torch.tensor(token_rewards, dtype=torch.float64),
+        torch.tensor(step_returns(batch, gamma, penalty)[order], dtype=torch.float64),
+        torch.ones((len(batch), RESPONSE_TOKENS), dtype=torch.float64),
+        np.asarray(batch.obs_key[order], dtype=object),
+        np.asarray(batch.group[order], dtype=object),
+        np.asarray(batch.traj[order], dtype=object),
+    )
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result = function(*inputs, *args, **kwargs)
+    finally:
+        torch.set_default_dtype(default_dtype)
+    if isinstance(result, tuple):  # (advantages, returns)
+        result = result[0]
     advantages = np.empty(len(order))
     advantages[order] = result[:, 0].numpy()
     return advantages
@@ -95,57 +112,31 @@ def run_hgpo(
     function: Callable[..., Any], batch: StepBatch, params: Mapping[str, Any]
 ) -> np.ndarray:
     """verl-agent's ``hgpo_advantage_estimate`` on ``batch`` with our parameter names."""
-    import torch
-
-    inputs = _inputs(batch, params.get("gamma", 0.95), params.get("invalid_penalty", 0.0))
-    order = inputs.pop("order")
-    default_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)  # its torch.tensor(list) of scores, too
-    try:
-        result = function(
-            inputs["token_level_rewards"],
-            inputs["step_rewards"],
-            inputs["response_mask"],
-            inputs["anchor_obs"],
-            inputs["index"],
-            inputs["traj_index"],
-            params.get("history_length", 2),
-            epsilon=1e-6,
-            mode=MODES[params.get("norm", "mean_std")],
-            length_weight_alpha=params.get("alpha", 1.0),
-            base_group=params.get("base_group", False),
-        )
-    finally:
-        torch.set_default_dtype(default_dtype)
-    return _in_row_order(result, order)
+    return _call(
+        function,
+        batch,
+        params,
+        params.get("history_length", 2),
+        epsilon=1e-6,
+        mode=MODES[params.get("norm", "mean_std")],
+        length_weight_alpha=params.get("alpha", 1.0),
+        base_group=params.get("base_group", False),
+    )
 
 
 def run_gigpo(
     function: Callable[..., Any], batch: StepBatch, params: Mapping[str, Any]
 ) -> np.ndarray:
     """verl-agent's ``compute_gigpo_outcome_advantage`` (every row of a group counted, as its
-    default and our ``episode_stats="rows"``) on ``batch``; returns its first output."""
-    import torch
-
-    inputs = _inputs(batch, params.get("gamma", 0.95), params.get("invalid_penalty", 0.0))
-    order = inputs.pop("order")
-    default_dtype = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        result, _ = function(
-            inputs["token_level_rewards"],
-            inputs["step_rewards"],
-            inputs["response_mask"],
-            inputs["anchor_obs"],
-            inputs["index"],
-            inputs["traj_index"],
-            epsilon=1e-6,
-            step_advantage_w=params.get("omega", 1.0),
-            mode=MODES[params.get("norm", "mean_std")],
-        )
-    finally:
-        torch.set_default_dtype(default_dtype)
-    return _in_row_order(result, order)
+    default and our ``episode_stats="rows"``) on ``batch``."""
+    return _call(
+        function,
+        batch,
+        params,
+        epsilon=1e-6,
+        step_advantage_w=params.get("omega", 1.0),
+        mode=MODES[params.get("norm", "mean_std")],
+    )
 
 
 # Our estimator name -> (file, function, adapter): the peers ``bench estimators`` times.
