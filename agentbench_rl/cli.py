@@ -544,7 +544,7 @@ def bench_fidelity(
     group_size: Annotated[int, typer.Option(help="Trajectories per task (--env).")] = 8,
     continuations: Annotated[
         int, typer.Option(help="K: continuations per visited prefix (--env).")
-    ] = 16,
+    ] = 32,
     seed: Annotated[int, typer.Option(help="Seed of the batch and the truth (--env).")] = 0,
     max_steps: Annotated[
         int | None, typer.Option(help="Step limit (--env; default: the env's).")

@@ -195,6 +195,30 @@ def test_table_columns_follow_the_configured_references(monkeypatch: pytest.Monk
     )
     table = report.markdown_table(rows, "# t")
     header = table.splitlines()[2]
-    assert header.endswith("| ΔAUC vs rloo | Δfinal vs rloo |") and "grpo" not in header
+    assert header.endswith("| ΔAUC vs rloo | Δfinal vs rloo | share of oracle's ΔAUC |")
+    assert "grpo" not in header
     x_row = table.splitlines()[5]
     assert x_row.count(" [") == 2  # both paired cells filled from the auc/final_vs_rloo keys
+
+
+def test_the_oracle_trains_on_the_exact_advantage_and_is_offered_only_here() -> None:
+    from agentbench_rl.bench.learning.loop import oracle_advantages
+    from agentbench_rl.bench.learning.mdp import exact_advantages
+
+    mdp = FAMILY["lucky_rare"]()
+    policies = softmax(mdp.initial_logits)[None]
+    draws = [SeedDraws.draw(mdp, 0, 1, TINY)]
+    played = play(mdp, policies, draws, TINY.group_size)
+    advantages = oracle_advantages(mdp, policies, played)
+    # Q − V at the first step, by hand from the table: its policy-weighted mean is 0, and the
+    # played rows read exactly the table's cells.
+    table = exact_advantages(mdp, policies)
+    rows = np.flatnonzero(played.t == 0)
+    expected = table[0, 0, played.state[rows], played.action[rows]]
+    np.testing.assert_array_equal(advantages[rows], expected)
+    weighted = policies[0][mdp.context[played.state[rows]]] * table[0, 0, played.state[rows]]
+    np.testing.assert_allclose(weighted.sum(axis=1), 0.0, atol=1e-12)
+    with pytest.raises(ValueError, match="unknown estimator"):
+        compute("oracle", step_batch(mdp, played, TINY.group_size, TINY.hidden))
+    with pytest.raises(ValueError, match="oracle: unknown parameter"):
+        bench.estimator_specs(["oracle:omega=1"], [])

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from agentbench_rl.bench.truth import JOURNAL, TruthSettings, play_batch, run
+from agentbench_rl.bench.truth import JOURNAL, TruthSettings, play_batch, policy, run
 from agentbench_rl.envs.sokoban.levels import load_level
 from agentbench_rl.envs.sokoban.rules import ACTIONS, move, solved
 
@@ -69,7 +69,9 @@ def test_monte_carlo_values_agree_with_the_exact_ones(tmp_path: Path) -> None:
     )
     payload = run(settings, tmp_path, QUIET, parallel=400)
     rows = payload["rows"]
-    batch = play_batch(settings, [settings.env_spec().make() for _ in range(12)])
+    batch = play_batch(
+        settings, [settings.env_spec().make() for _ in range(12)], policy("random", 12)
+    )
     z_scores = []
     for trajectory in batch.trajectories:
         level = load_level(trajectory.task_id)

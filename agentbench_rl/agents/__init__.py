@@ -1,5 +1,6 @@
 """Agents by name: ``random``, ``expert``, ``rule`` (WebShop's rule baseline), ``hf:<model>``,
-``openai:<base_url>#<model>``, ``python:module:callable`` for your own, or the name of an
+``openai:<base_url>#<model>``, ``noisy:<ε>:<agent>`` (any single-step agent with ε-noise),
+``python:module:callable`` for your own, or the name of an
 installed agent plugin (entry point group ``agentbench_rl.agents``:
 :mod:`agentbench_rl.core.plugins`)."""
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from agentbench_rl.agents.base import Agent
-from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, RandomAgent
+from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, NoisyAgent, RandomAgent
 from agentbench_rl.core.plugins import AGENT_GROUP, installed
 from agentbench_rl.envs.webshop.baselines import RuleAgent
 from agentbench_rl.extras import require
@@ -45,6 +46,20 @@ def load_agent(spec: str) -> Agent:
     if spec in BUILTIN_AGENTS:
         agent: Agent = BUILTIN_AGENTS[spec]()
         return agent
+    if spec.startswith("noisy:"):
+        noise, _, inner_spec = spec[len("noisy:") :].partition(":")
+        try:
+            epsilon = float(noise)
+        except ValueError:
+            raise ValueError(f"agent '{spec}': expected noisy:<ε in [0, 1]>:<agent>") from None
+        if not inner_spec:
+            raise ValueError(f"agent '{spec}': expected noisy:<ε in [0, 1]>:<agent>")
+        inner = load_agent(inner_spec)
+        if not callable(getattr(inner, "act", None)) or not hasattr(inner, "begin_episode"):
+            raise ValueError(
+                f"agent '{spec}': noise wraps single-step agents; '{inner_spec}' is not"
+            )
+        return NoisyAgent(inner, epsilon)
     if spec.startswith("hf:"):
         require("hf", f"agent '{spec}'")
         from agentbench_rl.agents.hf import HFAgent  # torch and transformers load only here
@@ -94,6 +109,7 @@ def load_agent(spec: str) -> Agent:
             *sorted(set(plugins) - set(BUILTIN_AGENTS)),
             "hf:<model>",
             "openai:<url>#<model>",
+            "noisy:<ε>:<agent>",
             "python:module:callable",
         ]
     )

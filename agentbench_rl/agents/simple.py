@@ -6,7 +6,10 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from agentbench_rl.agents.base import Agent, Capabilities
+from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.prompting import HistoryStep
 
 
 class RandomAgent:
@@ -37,9 +40,15 @@ class RandomAgent:
 
     def act(self, observation: Any, info: dict[str, Any]) -> str:
         """A uniformly drawn choice (``""`` if there is none)."""
-        user_choices = getattr(self._env, "user_choices", None)  # None: no env, or not ours
-        actions = user_choices() if user_choices else info.get("admissible_actions") or []
-        return str(self._rng.choice(actions or [""]))
+        return uniform_choice(self._env, info, self._rng)
+
+
+def uniform_choice(env: TextAgentEnv[Any] | None, info: dict[str, Any], rng: random.Random) -> str:
+    """A uniform draw from the choices a user has now: ``env.user_choices()`` where the env has
+    them, else ``info["admissible_actions"]`` (``""`` if there is none)."""
+    user_choices = getattr(env, "user_choices", None)  # None: no env, or not ours
+    actions = user_choices() if user_choices else info.get("admissible_actions") or []
+    return str(rng.choice(actions or [""]))
 
 
 class ExpertAgent:
@@ -93,3 +102,45 @@ class CallableAgent:
         """Whatever the user's callable returned: the episode driver counts anything that is
         not a string as an invalid action (it is never silently turned into text)."""
         return self.policy(observation, info)
+
+
+class NoisyAgent:
+    """Another agent with ε-noise: each step, with probability ``epsilon`` a uniform choice (as
+    :class:`RandomAgent` draws it), else the inner agent's answer. ``noisy:0.2:expert`` is the
+    expert that slips one step in five: a policy neither trivial nor perfect, for the fidelity
+    bench. The noise has its own generator, seeded from the episode seed.
+
+    Example:
+        >>> agent = NoisyAgent(CallableAgent(lambda obs, info: "up", name="up"), 1.0)
+        >>> agent.begin_episode(None, seed=0)  # type: ignore[arg-type]
+        >>> agent.act("", {"admissible_actions": ["down"]}), agent.name
+        ('down', 'noisy:1:up')
+    """
+
+    def __init__(self, inner: Agent, epsilon: float) -> None:
+        if not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"agent 'noisy:{epsilon}:...': the noise must be in [0, 1]")
+        self.inner = inner
+        self.epsilon = epsilon
+        self.name = f"noisy:{epsilon:g}:{inner.name}"
+        capabilities = Capabilities.of(inner)
+        self.reads_history = capabilities.reads_history
+        self.answer_format = capabilities.answer_format
+        self._rng = random.Random(0)
+        self._env: TextAgentEnv[Any] | None = None
+
+    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
+        """Reseed the noise and begin the inner agent's episode."""
+        self._rng = random.Random(seed_from(seed, "noise"))
+        self._env = getattr(env, "unwrapped", env)
+        self.inner.begin_episode(env, seed)
+
+    def act(
+        self, observation: Any, info: dict[str, Any], history: list[HistoryStep] | None = None
+    ) -> Any:
+        """A uniform choice with probability ε, else the inner agent's action."""
+        if self._rng.random() < self.epsilon:
+            return uniform_choice(self._env, info, self._rng)
+        if self.reads_history:
+            return self.inner.act(observation, info, history)  # type: ignore[call-arg]
+        return self.inner.act(observation, info)

@@ -90,7 +90,7 @@ class TruthSettings:
     split: str = "train"
     tasks: int = 8
     group_size: int = 8
-    continuations: int = 16
+    continuations: int = 32
     seed: int = 0
     gamma: float = 0.95
     max_steps: int | None = None
@@ -119,8 +119,10 @@ def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> i
     return seed_from(seed, task_id, member, t, k, "continuation")
 
 
-def _agents(spec: str, rows: int) -> BatchAgent:
-    """The policy for ``rows`` episodes at once: one batched agent, or one agent per row."""
+def policy(spec: str, rows: int) -> BatchAgent:
+    """The policy for up to ``rows`` episodes at once: one batched agent, or one agent per row.
+    Made once per run (a model loads once) and told each chunk's episodes anew, which reseeds
+    every agent here."""
     agent = load_agent(spec)
     if isinstance(agent, BatchAgent):
         prepare = getattr(agent, "prepare", None)
@@ -157,9 +159,11 @@ class PlayedBatch:
     trajectories: list[Trajectory]
 
 
-def play_batch(settings: TruthSettings, envs: Sequence[TextAgentEnv[Any]]) -> PlayedBatch:
-    """Play ``tasks`` x ``group_size`` episodes on ``envs`` (one env per episode), seeded as
-    the trainer seeds a batch."""
+def play_batch(
+    settings: TruthSettings, envs: Sequence[TextAgentEnv[Any]], agent: BatchAgent
+) -> PlayedBatch:
+    """Play ``tasks`` x ``group_size`` episodes on ``envs`` (one env per episode) with
+    ``agent`` (:func:`policy`), seeded as the trainer seeds a batch."""
     from agentbench_rl.rollout.scripted import train_task_ids
 
     task_ids = train_task_ids(settings.env, settings.split, settings.tasks, settings.seed)
@@ -173,7 +177,7 @@ def play_batch(settings: TruthSettings, envs: Sequence[TextAgentEnv[Any]]) -> Pl
                 )
             )
             agent_seeds.append(member_seed(settings.seed, task_id, member))
-    lock = _play(settings.agent, envs[: len(slots)], slots, agent_seeds, switch=None)
+    lock = _play(agent, envs[: len(slots)], slots, agent_seeds, switch=None)
     trajectories = []
     for slot, episode in zip(slots, lock.episodes, strict=True):
         rows = [record for record in lock.records if record["traj"] == slot.traj]
@@ -207,7 +211,7 @@ class Switch:
 
 
 def _play(
-    agent_spec: str,
+    agent: BatchAgent,
     envs: Sequence[TextAgentEnv[Any]],
     slots: Sequence[EpisodeSlot],
     agent_seeds: Sequence[int],
@@ -215,7 +219,6 @@ def _play(
 ) -> Lockstep:
     """Play one episode per env; with a ``switch``, check the replay and reseed at its step."""
     lock = Lockstep.of_envs(envs, slots)
-    agent = _agents(agent_spec, len(slots))
     capabilities = (
         agent.capabilities
         if hasattr(agent, "capabilities")
@@ -272,6 +275,7 @@ def continuation_returns(
     batch: PlayedBatch,
     t: int,
     envs: Sequence[TextAgentEnv[Any]],
+    agent: BatchAgent,
 ) -> tuple[dict[str, list[float]], int]:
     """The K returns from step ``t`` (equation 1) of every trajectory longer than t, and the
     env steps they took (replays included)."""
@@ -302,7 +306,7 @@ def continuation_returns(
             member_seed(settings.seed, trajectory.task_id, trajectory.member)
             for trajectory, _ in chunk
         ]
-        lock = _play(settings.agent, envs[: len(chunk)], slots, agent_seeds, switch)
+        lock = _play(agent, envs[: len(chunk)], slots, agent_seeds, switch)
         steps += len(lock.records)
         rewards: list[list[float]] = [[] for _ in chunk]
         for record in lock.records:
@@ -513,7 +517,8 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     spec = settings.env_spec()
     n_episodes = settings.tasks * settings.group_size
     envs = [spec.make() for _ in range(max(parallel, n_episodes))]
-    batch = play_batch(settings, envs)
+    agent = policy(settings.agent, len(envs))
+    batch = play_batch(settings, envs, agent)
     out.mkdir(parents=True, exist_ok=True)
     journal_path = out / JOURNAL
     chunks = _read_journal(journal_path, settings)
@@ -533,7 +538,7 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
         for t in range(horizon):
             if t in chunks:
                 continue
-            chunks[t] = continuation_returns(settings, batch, t, envs[:parallel])
+            chunks[t] = continuation_returns(settings, batch, t, envs[:parallel], agent)
             line = {"t": t, "returns": chunks[t][0], "env_steps": chunks[t][1]}
             journal.write(json.dumps(line) + "\n")
             journal.flush()

@@ -27,9 +27,11 @@ from rich.table import Table
 
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.loop import (
+    ORACLE,
     EstimatorSpec,
     JobResult,
     LearningConfig,
+    check_oracle_params,
     default_estimators,
     run_job,
 )
@@ -60,6 +62,13 @@ def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[Estima
     used: set[str] = set()
     result = []
     for spec in specs:
+        if spec.name == ORACLE:
+            merged = {key: value for key, value in extra.items() if key == "gamma"}
+            used.update(merged)
+            merged.update(spec.params)
+            check_oracle_params(merged)
+            result.append(EstimatorSpec(spec.label, spec.name, merged))
+            continue
         estimator = resolve(spec.name)
         # every estimator, entry points included, is declared (estimators/registry.py)
         merged = {key: value for key, value in extra.items() if key in estimator.params}

@@ -11,7 +11,11 @@ Per (MDP, estimator) job, all seeds advance together (one table of logits per se
    uniforms (vectorised over trajectories);
 3. the rows go into one ``StepBatch`` (group = (seed, task draw)), exactly the columns the real
    envs produce, and ``compute(name, batch, **params)`` gives the advantages; every estimator
-   statistic is per group, so batching the seeds changes nothing;
+   statistic is per group, so batching the seeds changes nothing. The ``oracle`` label is no
+   estimator: it trains on the exact ``A_t(s, a)`` of the policy that played the batch
+   (``mdp.exact_advantages``, undiscounted as J is, or ``oracle:gamma=0.95``), which only an
+   MDP whose model is known can give, so it lives here and not in the registry. It is the
+   headroom: an estimator's gain over GRPO reads as a share of the oracle's;
 4. PPO-clip (``ppo.py``) updates each seed's table;
 5. J(π) of every seed by exact dynamic programming (``mdp.exact_success``).
 
@@ -28,7 +32,13 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.bench.learning.family import FAMILY
-from agentbench_rl.bench.learning.mdp import FiniteMDP, HiddenFeatures, exact_success, softmax
+from agentbench_rl.bench.learning.mdp import (
+    FiniteMDP,
+    HiddenFeatures,
+    exact_advantages,
+    exact_success,
+    softmax,
+)
 from agentbench_rl.bench.learning.ppo import PPOSettings, Rows, TabularAdam, ppo_update
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
@@ -72,6 +82,8 @@ class EstimatorSpec:
         return cls(text, name.strip(), params)
 
 
+#: The label of the exact advantage of the current policy (see the module docstring, step 3).
+ORACLE = "oracle"
 # The optional batch columns the testbed's rows carry: an estimator that needs another is left out.
 PROVIDED_COLUMNS = ("hidden",)
 # Configuration, not logic: runs besides an estimator's defaults. GiGPO keyed by the true state
@@ -81,15 +93,42 @@ EXTRA_RUNS: dict[str, tuple[str, ...]] = {"gigpo": ("gigpo:anchor=state",)}
 
 def default_estimators() -> tuple[str, ...]:
     """Every registered estimator (entry points included) whose needs the testbed provides, at
-    its documented defaults, each followed by its :data:`EXTRA_RUNS`.
+    its documented defaults, each followed by its :data:`EXTRA_RUNS`; then the oracle.
 
     Example:
-        >>> default_estimators()[:4]
-        ('grpo', 'rloo', 'gigpo', 'gigpo:anchor=state')
+        >>> default_estimators()[:4], default_estimators()[-1]
+        (('grpo', 'rloo', 'gigpo', 'gigpo:anchor=state'), 'oracle')
     """
-    return tuple(
-        label for name in runnable(PROVIDED_COLUMNS) for label in (name, *EXTRA_RUNS.get(name, ()))
+    return (
+        *(
+            label
+            for name in runnable(PROVIDED_COLUMNS)
+            for label in (name, *EXTRA_RUNS.get(name, ()))
+        ),
+        ORACLE,
     )
+
+
+def check_oracle_params(params: dict[str, Any]) -> None:
+    """The oracle takes ``gamma`` in [0, 1] and nothing else; ``ValueError`` naming the problem.
+
+    Example:
+        >>> check_oracle_params({"gamma": 0.95})
+    """
+    unknown = sorted(set(params) - {"gamma"})
+    if unknown:
+        raise ValueError(f"oracle: unknown parameter(s) {', '.join(unknown)}; accepted: gamma")
+    gamma = params.get("gamma", 1.0)
+    if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not 0 <= gamma <= 1:
+        raise ValueError(f"oracle: gamma must be a number in [0, 1], got {gamma!r}")
+
+
+def oracle_advantages(
+    mdp: FiniteMDP, policies: np.ndarray, played: Played, gamma: float = 1.0
+) -> np.ndarray:
+    """The exact ``A_t(s_t, a_t)`` of every played row under its seed's policy."""
+    table = exact_advantages(mdp, policies, gamma)
+    return table[played.seed, played.t, played.state, played.action]
 
 
 @dataclass(frozen=True)
@@ -299,8 +338,13 @@ def run_job(
     for iteration in range(1, config.iterations + 1):
         draws = [SeedDraws.draw(mdp, seed, iteration, config) for seed in seeds]
         played = play(mdp, softmax(adam.logits), draws, config.group_size)
-        batch = step_batch(mdp, played, config.group_size, config.hidden)
-        result = compute(spec.name, batch, **spec.params)
+        if spec.name == ORACLE:
+            advantages = oracle_advantages(mdp, softmax(adam.logits), played, **spec.params)
+            diagnostics = {"singleton_rate": 0.0, "mean_group_size": 0.0}
+        else:
+            batch = step_batch(mdp, played, config.group_size, config.hidden)
+            result = compute(spec.name, batch, **spec.params)
+            advantages, diagnostics = result.advantages, result.diagnostics
         rows = Rows(
             seed=played.seed,
             context=mdp.context[played.state],
@@ -308,8 +352,8 @@ def run_job(
             old_logprob=played.logprob,
             minibatch=minibatches(played, len(seeds), config.ppo.minibatches),
         )
-        ppo_update(adam, rows, result.advantages, config.ppo)
+        ppo_update(adam, rows, advantages, config.ppo)
         curves[:, iteration] = exact_success(mdp, softmax(adam.logits))
         for key in ("singleton_rate", "mean_group_size"):
-            totals[key] = totals.get(key, 0.0) + result.diagnostics[key]
+            totals[key] = totals.get(key, 0.0) + diagnostics[key]
     return JobResult(curves, {key: v / config.iterations for key, v in totals.items()})

@@ -198,6 +198,31 @@ def exact_success(mdp: FiniteMDP, policies: np.ndarray) -> np.ndarray:
     return value[:, mdp.starts].mean(axis=1) / mdp.success_reward
 
 
+def exact_advantages(mdp: FiniteMDP, policies: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """``A_t(s, a) = Q_t(s, a) − V_t(s)`` of each policy of a stack (n, C, A), (n, H, S, A),
+    by the backward induction of eq. 1 with discount ``gamma`` (1: the objective's own).
+
+    Example:
+        >>> from agentbench_rl.bench.learning.family import lucky_rare
+        >>> mdp = lucky_rare()
+        >>> table = exact_advantages(mdp, softmax(mdp.initial_logits)[None])
+        >>> table.shape[:2] == (1, mdp.horizon)
+        True
+        >>> policy = softmax(mdp.initial_logits)[None][:, mdp.context]  # π(a|s): mean A is 0
+        >>> bool(np.allclose((policy[:, None] * table).sum(axis=3), 0.0))
+        True
+    """
+    continuation_mask = ~mdp.terminal[mdp.successor]
+    value = np.zeros((len(policies), mdp.n_states))
+    table = np.zeros((len(policies), mdp.horizon, mdp.n_states, len(mdp.actions)))
+    for t in range(mdp.horizon - 1, -1, -1):
+        after = gamma * value[:, mdp.successor] * continuation_mask
+        q = (mdp.probability * (mdp.reward + after)).sum(axis=3)  # Q_t: (n, S, A)
+        value = (policies[:, mdp.context] * q).sum(axis=2)  # V_t: (n, S)
+        table[:, t] = q - value[:, :, None]
+    return table
+
+
 def optimal_success(mdp: FiniteMDP) -> float:
     """The best J over policies of the true state (eq. 1 with a max over actions): an upper
     bound where the policy sees less than the state (aliased observations).

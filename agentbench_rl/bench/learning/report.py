@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+from agentbench_rl.bench.learning.loop import ORACLE
 from agentbench_rl.harness.stats import t_interval, threshold_crossing
 
 GAP_FRACTIONS = (0.5, 0.9)  # thresholds: this share of the way from J(π₀) to J*
@@ -133,6 +134,7 @@ def summarise(
                 key = f"iter_{round(fraction * 100)}"
                 row[key] = median_iteration(firsts)
                 row[f"{key}_reached"] = sum(v is not None for v in firsts)
+            row["auc_share_of_oracle"] = oracle_share(areas, label)
             for reference in REFERENCES:
                 if reference in per_label and reference != label and len(c) > 1:
                     for metric, values in (("final", finals), ("auc", areas)):
@@ -141,6 +143,25 @@ def summarise(
                             row[f"{metric}_vs_{reference}_{field}"] = value
             rows.append(row)
     return rows
+
+
+def oracle_share(areas: dict[str, np.ndarray], label: str) -> float | None:
+    """``(AUC(label) − AUC(GRPO)) / (AUC(oracle) − AUC(GRPO))``, by means over seeds: the share
+    of the headroom over GRPO that ``label`` takes (``None`` without both runs, or without
+    headroom).
+
+    Example:
+        >>> oracle_share({"grpo": np.array([0.5]), "oracle": np.array([0.7]),
+        ...               "gigpo": np.array([0.55])}, "gigpo")
+        0.25
+    """
+    base, top = REFERENCES[0], ORACLE
+    if base not in areas or top not in areas:
+        return None
+    headroom = float(areas[top].mean() - areas[base].mean())
+    if headroom <= 0:
+        return None
+    return round(float(areas[label].mean() - areas[base].mean()) / headroom, 12)
 
 
 def _iteration_cell(row: dict[str, Any], key: str) -> str:
@@ -164,6 +185,7 @@ def markdown_table(rows: list[dict[str, Any]], header: str) -> str:
     paired.append((f"Δfinal vs {REFERENCES[0]}", f"final_vs_{REFERENCES[0]}"))
     columns = ["MDP", "estimator", "final J", "AUC", "it. 50%", "it. 90%", "singleton"]
     columns += [title for title, _ in paired]
+    columns.append("share of oracle's ΔAUC")
     lines = [
         header,
         "",
@@ -181,6 +203,8 @@ def markdown_table(rows: list[dict[str, Any]], header: str) -> str:
             f"{row['singleton_rate']:.2f}",
         ]
         cells += [_paired_cell(row, prefix) for _, prefix in paired]
+        share = row["auc_share_of_oracle"]
+        cells.append("–" if share is None else f"{share:.2f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -189,6 +213,8 @@ def markdown_table(rows: list[dict[str, Any]], header: str) -> str:
         "50% / 90% of the way from J(π₀) to J* (seeds that never got there count as late; in",
         "brackets how many got there). singleton: the estimator's singleton rate. Δ: paired",
         "difference over seeds, mean [95% t interval], paired-t (t) and Wilcoxon (W) p-values.",
+        "share of oracle's ΔAUC: (AUC − AUC of GRPO) / (AUC of the oracle − AUC of GRPO), the",
+        "oracle training on the exact advantage of its current policy (the headroom).",
     ]
     return "\n".join(lines) + "\n"
 
