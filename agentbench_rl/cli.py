@@ -544,7 +544,7 @@ def bench_fidelity(
     group_size: Annotated[int, typer.Option(help="Trajectories per task (--env).")] = 8,
     continuations: Annotated[
         int, typer.Option(help="K: continuations per visited prefix (--env).")
-    ] = 32,
+    ] = 64,
     seed: Annotated[int, typer.Option(help="Seed of the batch and the truth (--env).")] = 0,
     max_steps: Annotated[
         int | None, typer.Option(help="Step limit (--env; default: the env's).")
@@ -552,6 +552,10 @@ def bench_fidelity(
     parallel: Annotated[
         int, typer.Option(help="Episodes stepped at once (--env); the numbers do not change.")
     ] = 64,
+    env_option: Annotated[
+        list[str] | None,
+        typer.Option(help="key=value passed to the env (--env; repeat), e.g. data_dir=DIR."),
+    ] = None,
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
     exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
@@ -564,9 +568,11 @@ def bench_fidelity(
             return
         from agentbench_rl.bench.truth import TruthSettings
         from agentbench_rl.bench.truth import run as run_truth
+        from agentbench_rl.harness.evaluate import parse_env_options
 
         settings = TruthSettings(
             env=env,
+            env_options=parse_env_options(env_option or []),
             agent=agent,
             split=split,
             tasks=tasks,
@@ -576,7 +582,7 @@ def bench_fidelity(
             max_steps=max_steps,
         )
         run_truth(settings, out, console_for(), parallel=parallel)
-    except (ValueError, ImportError) as problem:
+    except (ValueError, ImportError, FileNotFoundError) as problem:
         _fail(str(problem))
 
 

@@ -33,13 +33,20 @@ def step_seed(episode_seed: int, t: int) -> int:
 
 
 class PolicyAgent(PromptingBatchAgent):
-    """A causal-LM policy as a (batched) agent; see the module docstring."""
+    """A causal-LM policy as a (batched) agent; see the module docstring.
+
+    With ``capture_hidden`` set, each ``act_batch`` also keeps the rows' hidden states (the
+    policy's BiPACE layer at the last prompt token, read from the forward that answered) in
+    ``last_hidden``: what the fidelity bench hands BiPACE.
+    """
 
     def __init__(self, name: str, policy: Any = None, greedy: bool = False) -> None:
         super().__init__()
         self.name = name
         self._policy: Any = policy
         self._greedy = greedy
+        self.capture_hidden = False
+        self.last_hidden: Any = None
 
     def _load(self) -> Any:
         """The policy, for an agent made without one (``HFAgent`` loads it from disk)."""
@@ -80,5 +87,8 @@ class PolicyAgent(PromptingBatchAgent):
         policy = self.policy
         prompts = self.row_prompts(observations, infos, rows, histories, policy.prompt)
         admissible = [list(info["admissible_actions"]) for info in infos]
-        out = policy.act(prompts, admissible, generators, greedy=self._greedy)
+        out = policy.act(
+            prompts, admissible, generators, capture_hidden=self.capture_hidden, greedy=self._greedy
+        )
+        self.last_hidden = out.hidden
         return [str(response) for response in out.responses]

@@ -45,7 +45,7 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from rich.table import Table
 
 from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
-from agentbench_rl.bench.fidelity import VARIANTS
+from agentbench_rl.bench.fidelity import VARIANTS, step_set_purity
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
@@ -90,10 +90,11 @@ class TruthSettings:
     split: str = "train"
     tasks: int = 8
     group_size: int = 8
-    continuations: int = 32
+    continuations: int = 64
     seed: int = 0
     gamma: float = 0.95
     max_steps: int | None = None
+    env_options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name in ("tasks", "group_size", "continuations"):
@@ -106,7 +107,9 @@ class TruthSettings:
 
     def env_spec(self) -> EnvSpec:
         """The env the batch and every continuation play."""
-        return EnvSpec(name=self.env, split=self.split, max_steps=self.max_steps)
+        return EnvSpec(
+            name=self.env, split=self.split, kwargs=self.env_options, max_steps=self.max_steps
+        )
 
 
 def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> int:
@@ -219,6 +222,11 @@ def _play(
 ) -> Lockstep:
     """Play one episode per env; with a ``switch``, check the replay and reseed at its step."""
     lock = Lockstep.of_envs(envs, slots)
+    # The batch keeps each row's hidden state when the agent can hand it over (BiPACE's input);
+    # the continuations need none.
+    capture = switch is None and hasattr(agent, "capture_hidden")
+    if capture:
+        agent.capture_hidden = True  # type: ignore[attr-defined]
     capabilities = (
         agent.capabilities
         if hasattr(agent, "capabilities")
@@ -245,6 +253,9 @@ def _play(
         )
         kept = [format_kept(capabilities[i], a) for i, a in zip(live, actions, strict=True)]
         written = lock.step(actions, kept)
+        if capture:
+            for row, vector in zip(written, agent.last_hidden, strict=True):  # type: ignore[attr-defined]
+                lock.records[row]["hidden"] = vector
         if switch is not None and lock.t <= switch.t:
             for index, row in zip(live, written, strict=True):
                 if lock.records[row]["action_key"] != switch.actions[index][lock.t - 1]:
@@ -254,6 +265,8 @@ def _play(
                         f"{switch.actions[index][lock.t - 1]!r}: the agent is not deterministic "
                         "given its seed"
                     )
+    if capture:
+        agent.capture_hidden = False  # type: ignore[attr-defined]
     return lock
 
 
@@ -455,12 +468,18 @@ def bootstrap(
     return intervals
 
 
-def estimator_runs() -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, estimator, parameters): every registered estimator the batch can feed (no hidden
-    states), at its defaults and at ``bench fidelity``'s variants."""
+def estimator_runs(columns: Sequence[str]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, estimator, parameters): every registered estimator the batch can feed (its
+    optional ``columns``: ``hidden`` when the agent handed hidden states over), at its defaults
+    and at ``bench fidelity``'s variants.
+
+    Example:
+        >>> "bipace" in {name for _, name, _ in estimator_runs(())}
+        False
+    """
     return [
         (label, name, params)
-        for name in runnable(())
+        for name in runnable(columns)
         for label, params in VARIANTS.get(name, ((name, {}),))
     ]
 
@@ -566,12 +585,19 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
     noise = float(np.mean(truth.standard_error**2))
     results: dict[str, Any] = {}
     advantages: dict[str, np.ndarray] = {}
-    for label, name, params in estimator_runs():
+    columns = ("hidden",) if steps.hidden is not None else ()
+    for label, name, params in estimator_runs(columns):
         # γ of the truth for the estimators that discount (GRPO and RLOO do not)
         discount = {"gamma": settings.gamma} if "gamma" in resolve(name).params else {}
         estimate = compute(name, steps, **discount, **params).advantages
         advantages[label] = estimate
-        results[label] = {"estimator": name, "params": params, "breakdowns": {}}
+        results[label] = {
+            "estimator": name,
+            "params": params,
+            # share of its step-level sets (anchor sets, clusters) whose rows share one state
+            "purity": _number(step_set_purity(steps, name, params)),
+            "breakdowns": {},
+        }
         for part, mask in masks.items():
             figures = metrics(estimate[mask], truth.advantage[mask], truth.standard_error[mask])
             intervals = bootstrap(
@@ -610,6 +636,16 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
     }
 
 
+def _ceiling(noise_share: float) -> float:
+    """The highest correlation any estimate can reach with a truth whose variance is that
+    share noise: sqrt(1 − share) (the correlation of the noiseless truth with the noisy one)."""
+    return math.sqrt(max(0.0, 1.0 - noise_share)) if not math.isnan(noise_share) else math.nan
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
 def _figure(entry: dict[str, Any], digits: int = 2) -> str:
     value, (low, high) = entry["value"], entry["ci95"]
     if isinstance(value, float) and math.isnan(value):
@@ -629,9 +665,22 @@ def markdown(payload: dict[str, Any]) -> str:
         f"continuations per visited prefix. {truth['rows']} rows, success rate "
         f"{truth['success_rate']:.2f}; std of the true advantage {truth['std_advantage']:.4f}, "
         f"mean standard error {truth['mean_standard_error']:.4f} (Monte-Carlo noise is "
-        f"{truth['noise_share']:.1%} of its variance). Cells: value [95% bootstrap interval "
-        "over tasks].",
+        f"{truth['noise_share']:.1%} of its variance, so no estimate can correlate above "
+        f"{_ceiling(truth['noise_share']):.2f}). Cells: value [95% bootstrap interval over "
+        "tasks].",
     ]
+    purity = [
+        f"{label} {result['purity']:.2f}"
+        for label, result in payload["results"].items()
+        if result["purity"] is not None
+    ]
+    if purity:
+        lines += [
+            "",
+            "Purity of the step-level sets (share whose rows share one state_hash): "
+            + ", ".join(purity)
+            + ".",
+        ]
     parts = next(iter(payload["results"].values()))["breakdowns"]
     for part, first in parts.items():
         lines += ["", f"## {part} ({first['rows']} rows)", ""]
@@ -694,13 +743,17 @@ def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
     table.add_column("estimator", no_wrap=True)
     for name in METRICS:
         table.add_column(name, justify="right")
+    table.add_column("purity", justify="right")
     for label, result in payload["results"].items():
-        table.add_row(label, *(_figure(result["breakdowns"]["all"][name]) for name in METRICS))
+        purity = "–" if result["purity"] is None else f"{result['purity']:.2f}"
+        cells = (_figure(result["breakdowns"]["all"][name]) for name in METRICS)
+        table.add_row(label, *cells, purity)
     console.print(table)
     truth, cost = payload["truth"], payload["cost"]
     console.print(
         f"{truth['rows']} rows; Monte-Carlo noise {truth['noise_share']:.1%} of the true "
-        f"advantages' variance; the truth took {cost['truth_env_steps']:,} env steps, this run "
+        f"advantages' variance (correlation ceiling {_ceiling(truth['noise_share']):.2f}); "
+        f"the truth took {cost['truth_env_steps']:,} env steps, this run "
         f"{duration(cost['seconds'])}."
     )
     atomic_write_text(out / "fidelity.md", markdown(payload))
