@@ -222,3 +222,26 @@ def test_the_oracle_trains_on_the_exact_advantage_and_is_offered_only_here() -> 
         compute("oracle", step_batch(mdp, played, TINY.group_size, TINY.hidden))
     with pytest.raises(ValueError, match="oracle: unknown parameter"):
         bench.estimator_specs(["oracle:omega=1"], [])
+
+
+def test_recent_cue_separates_the_cues_by_recent_observations_only() -> None:
+    # The MDP of HGPO's claim: at the door, the observation pools both cues (GiGPO's anchor
+    # set is impure), the last three observations never do (HGPO's deepest level is pure).
+    from agentbench_rl.estimators.common import anchor_sets
+    from agentbench_rl.estimators.hgpo import context_levels
+
+    mdp = FAMILY["recent_cue"]()
+    config = LearningConfig(tasks=4, group_size=8)
+    draws = [SeedDraws.draw(mdp, 0, 1, config)]
+    played = play(mdp, softmax(mdp.initial_logits)[None], draws, 8)
+    batch = step_batch(mdp, played, 8, config.hidden)
+    door = played.t == 3  # start, cue, hallway, door: every trajectory is at the door at t = 3
+    drawn = len(set(draws[0].tasks.tolist()))
+    assert door.sum() == 32 and len(set(played.state[door])) == 2 * drawn  # both cues seen
+    anchors, _ = anchor_sets(batch, "obs")
+    assert any(len(set(played.state[anchors == code])) == 2 for code in set(anchors[door]))
+    deepest = context_levels(batch, anchor_sets(batch, "obs"), 2)[-1]
+    codes = deepest.row_codes(len(batch))[:-1]
+    for code in np.unique(codes[door & (codes >= 0)]):
+        assert len(set(played.state[codes == code])) == 1
+    assert (codes[door] >= 0).mean() > 0.9  # nearly every door row is in a level-3 group

@@ -282,6 +282,61 @@ def history_credit() -> FiniteMDP:
     return builder.build("history_credit", starts=starts, horizon=8)
 
 
+def recent_cue() -> FiniteMDP:
+    """**History in the recent observations.** Each episode starts with a cue drawn at random
+    ("A red light." or "A green light.", probability 1/2, whatever the action); one step later
+    a hallway and then a door, whose observations are the same for both cues; at the door,
+    "first" opens it with probability 0.9 after a red light and "second" with probability 0.3
+    after a green one (any other action loses). The policy conditions on the observation and
+    the cue seen two steps back; GiGPO's door anchor set pools both cues, so once the policy
+    has learnt the red door the right green action (mean return 3) looks worse than the pooled
+    mean. The cue is in the observations, not only in the actions: a group keyed by the last
+    three observations (cue, hallway, door) holds one cue. Size: 4 tasks x 9 states; horizon 6.
+    Claim: HGPO's history-consistent groups credit the door action against rows with the same
+    recent observations, where observation-only groups pool them (HGPO).
+    """
+    actions = ("first", "second", "third")
+    opens = {"red": (0, 0.9), "green": (1, 0.3)}  # cue: (the action that opens, its chance)
+    builder = MDPBuilder(actions)
+    starts = []
+    for task in range(TASKS):
+        won, lost = episode_ends(builder, task, "The door opens.", "The door stays shut.")
+        start = builder.state(
+            (task, "start"), obs=f"Task {task}. Look around.", features=(2 + task, 10)
+        )
+        cues = []
+        for index, (cue, (right, chance)) in enumerate(opens.items()):
+            seen = builder.state(
+                (task, cue), obs=f"Task {task}. A {cue} light.", features=(2 + task, 11, 20 + index)
+            )
+            cues.append(seen)
+            hallway = builder.state(
+                (task, "hallway", cue),
+                obs=f"Task {task}. A hallway.",
+                context=("hallway", task, cue),
+                features=(2 + task, 12, 20 + index),
+            )
+            door = builder.state(
+                (task, "door", cue),
+                obs=f"Task {task}. A door.",
+                context=("door", task, cue),
+                features=(2 + task, 13, 20 + index),
+            )
+            for action in range(len(actions)):
+                builder.transition(seen, action, [(1.0, hallway, 0.0)])
+                builder.transition(hallway, action, [(1.0, door, 0.0)])
+                outcomes = (
+                    [(chance, won, WIN), (1 - chance, lost, 0.0)]
+                    if action == right
+                    else [(1.0, lost, 0.0)]
+                )
+                builder.transition(door, action, outcomes)
+        for action in range(len(actions)):
+            builder.transition(start, action, [(0.5, cues[0], 0.0), (0.5, cues[1], 0.0)])
+        starts.append(start)
+    return builder.build("recent_cue", starts=starts, horizon=6)
+
+
 def branching() -> FiniteMDP:
     """**Stochastic branching.** A layered world: 5 layers of 4 states, 3 actions; each
     (state, action) leads to 3 states of the next layer with Dirichlet(1, 1, 1) probabilities;
@@ -334,5 +389,6 @@ FAMILY: dict[str, Callable[[], FiniteMDP]] = {
     "sparse_anchors": sparse_anchors,
     "lucky_rare": lucky_rare,
     "history_credit": history_credit,
+    "recent_cue": recent_cue,
     "branching": branching,
 }
