@@ -532,7 +532,7 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     ``fidelity.png`` to ``out``."""
     if parallel < 1:
         raise ValueError(f"fidelity: parallel must be >= 1, got {parallel}")
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     spec = settings.env_spec()
     n_episodes = settings.tasks * settings.group_size
     envs = [spec.make() for _ in range(max(parallel, n_episodes))]
@@ -569,6 +569,7 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     payload = score_batch(settings, batch, truth)
     payload["cost"] = {
         "seconds": time.monotonic() - started,  # this invocation's (a resumed run: its part)
+        "cpu_seconds": time.process_time() - cpu_started,
         "truth_env_steps": sum(chunk[1] for chunk in chunks.values()),
         "batch_env_steps": len(batch.records),
     }
@@ -669,6 +670,14 @@ def markdown(payload: dict[str, Any]) -> str:
         f"{_ceiling(truth['noise_share']):.2f}). Cells: value [95% bootstrap interval over "
         "tasks].",
     ]
+    cost = payload.get("cost")
+    if cost:
+        lines += [
+            "",
+            f"Cost: {cost['truth_env_steps']:,} env steps for the truth ({cost['batch_env_steps']:,}"
+            f" for the batch), {duration(cost['seconds'])} wall, {duration(cost['cpu_seconds'])}"
+            " CPU (this invocation: a resumed run counts only its part).",
+        ]
     purity = [
         f"{label} {result['purity']:.2f}"
         for label, result in payload["results"].items()
@@ -754,7 +763,7 @@ def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
         f"{truth['rows']} rows; Monte-Carlo noise {truth['noise_share']:.1%} of the true "
         f"advantages' variance (correlation ceiling {_ceiling(truth['noise_share']):.2f}); "
         f"the truth took {cost['truth_env_steps']:,} env steps, this run "
-        f"{duration(cost['seconds'])}."
+        f"{duration(cost['seconds'])} ({duration(cost['cpu_seconds'])} of CPU)."
     )
     atomic_write_text(out / "fidelity.md", markdown(payload))
     rows = pd.DataFrame(payload["rows"])
