@@ -674,9 +674,10 @@ def markdown(payload: dict[str, Any]) -> str:
     if cost:
         lines += [
             "",
-            f"Cost: {cost['truth_env_steps']:,} env steps for the truth ({cost['batch_env_steps']:,}"
-            f" for the batch), {duration(cost['seconds'])} wall, {duration(cost['cpu_seconds'])}"
-            " CPU (this invocation: a resumed run counts only its part).",
+            f"Cost: {cost['truth_env_steps']:,} env steps for the truth "
+            f"({cost['batch_env_steps']:,} for the batch), {duration(cost['seconds'])} wall, "
+            f"{duration(cost['cpu_seconds'])} CPU (this invocation: a resumed run counts only "
+            "its part).",
         ]
     purity = [
         f"{label} {result['purity']:.2f}"
