@@ -74,6 +74,7 @@ from agentbench_rl.rollout.episode import (
     format_kept,
     member_seed,
 )
+from agentbench_rl.rollout.scripted import train_task_ids
 
 JOURNAL = "continuations.jsonl"
 BOOTSTRAP = 1000
@@ -167,10 +168,8 @@ def play_batch(
 ) -> PlayedBatch:
     """Play ``tasks`` x ``group_size`` episodes on ``envs`` (one env per episode) with
     ``agent`` (:func:`policy`), seeded as the trainer seeds a batch."""
-    from agentbench_rl.rollout.scripted import train_task_ids
-
     task_ids = train_task_ids(settings.env, settings.split, settings.tasks, settings.seed)
-    slots, agent_seeds = [], []
+    slots, members, agent_seeds = [], [], []
     for index, task_id in enumerate(task_ids):
         group = f"{index}:{task_id}"  # a task drawn twice is two groups
         for member in range(settings.group_size):
@@ -179,17 +178,21 @@ def play_batch(
                     task_id, episode_seed(settings.seed, task_id), group, f"{group}/{member}"
                 )
             )
+            members.append(member)
             agent_seeds.append(member_seed(settings.seed, task_id, member))
     lock = _play(agent, envs[: len(slots)], slots, agent_seeds, switch=None)
+    steps: dict[str, list[dict[str, Any]]] = {str(slot.traj): [] for slot in slots}
+    for record in lock.records:
+        steps[str(record["traj"])].append(record)
     trajectories = []
-    for slot, episode in zip(slots, lock.episodes, strict=True):
-        rows = [record for record in lock.records if record["traj"] == slot.traj]
+    for slot, member, episode in zip(slots, members, lock.episodes, strict=True):
+        rows = steps[str(slot.traj)]
         trajectories.append(
             Trajectory(
                 traj=str(slot.traj),
                 group=str(slot.group),
                 task_id=slot.task_id,
-                member=int(str(slot.traj).rsplit("/", 1)[1]),
+                member=member,
                 reset_seed=slot.seed,
                 rewards=tuple(float(row["reward"]) for row in rows),
                 states=tuple(str(row["state_key"]) for row in rows),
