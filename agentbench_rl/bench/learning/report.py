@@ -213,8 +213,9 @@ def markdown_table(rows: list[dict[str, Any]], header: str) -> str:
         "50% / 90% of the way from J(π₀) to J* (seeds that never got there count as late; in",
         "brackets how many got there). singleton: the estimator's singleton rate. Δ: paired",
         "difference over seeds, mean [95% t interval], paired-t (t) and Wilcoxon (W) p-values.",
-        "share of oracle's ΔAUC: (AUC − AUC of GRPO) / (AUC of the oracle − AUC of GRPO), the",
-        "oracle training on the exact advantage of its current policy (the headroom).",
+        f"share of oracle's ΔAUC: (AUC − AUC of {REFERENCES[0]}) / (AUC of the oracle − AUC of",
+        f"{REFERENCES[0]}), the oracle training on the exact advantage of its current policy (the",
+        "headroom).",
     ]
     return "\n".join(lines) + "\n"
 
