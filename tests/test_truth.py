@@ -169,3 +169,23 @@ def test_results_carry_their_settings(tmp_path: Path) -> None:
     assert written["settings"]["continuations"] == 2
     assert {"pearson", "spearman"} <= set(written["results"]["gigpo"]["breakdowns"]["all"])
     assert (tmp_path / "fidelity.png").stat().st_size > 0
+
+
+def test_a_replay_that_reaches_another_state_is_an_error() -> None:
+    import dataclasses
+
+    from agentbench_rl.bench.truth import PlayedBatch, continuation_returns
+
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=4
+    )
+    envs = [settings.env_spec().make() for _ in range(4)]
+    agent = policy("random", 4)
+    batch = play_batch(settings, envs, agent)
+    assert continuation_returns(settings, batch, 1, envs, agent)[1] > 0  # the true states pass
+    wrong = [
+        dataclasses.replace(trajectory, states=("elsewhere",) * len(trajectory.states))
+        for trajectory in batch.trajectories
+    ]
+    with pytest.raises(RuntimeError, match="state_hash differs"):
+        continuation_returns(settings, PlayedBatch(batch.records, wrong), 1, envs, agent)
