@@ -78,6 +78,7 @@ from agentbench_rl.rollout.scripted import train_task_ids
 
 JOURNAL = "continuations.jsonl"
 BOOTSTRAP = 1000
+MIN_INTERVAL_TASKS = 5  # fewer tasks give a handful of distinct resamples, not an interval
 METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
 
 
@@ -454,10 +455,14 @@ def bootstrap(
     seed: int,
 ) -> dict[str, tuple[float, float]]:
     """95% percentile intervals of each metric, resampling tasks (groups) with replacement:
-    each resample is a weight per row, the number of times its task was drawn."""
+    each resample is a weight per row, the number of times its task was drawn. NaN for rows of
+    fewer than :data:`MIN_INTERVAL_TASKS` tasks, whose few distinct resamples make no interval.
+    """
     rng = np.random.default_rng(seed)
     codes, uniques = pd.factorize(tasks)
     n_tasks = len(uniques)
+    if n_tasks < MIN_INTERVAL_TASKS:
+        return {name: (float("nan"), float("nan")) for name in METRICS}
     drawn = rng.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=BOOTSTRAP)
     figures = weighted_metrics(estimate, truth, error, drawn[:, codes].astype(float))
     intervals = {}
@@ -613,6 +618,7 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
             )
             results[label]["breakdowns"][part] = {
                 "rows": int(mask.sum()),
+                "tasks": len(set(tasks[mask].tolist())),
                 **{name: {"value": figures[name], "ci95": intervals[name]} for name in METRICS},
             }
     return {
@@ -654,6 +660,8 @@ def _figure(entry: dict[str, Any], digits: int = 2) -> str:
     value, (low, high) = entry["value"], entry["ci95"]
     if isinstance(value, float) and math.isnan(value):
         return "–"
+    if math.isnan(low):  # too few tasks for an interval
+        return f"{value:.{digits}f}"
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
@@ -671,7 +679,7 @@ def markdown(payload: dict[str, Any]) -> str:
         f"mean standard error {truth['mean_standard_error']:.4f} (Monte-Carlo noise is "
         f"{truth['noise_share']:.1%} of its variance, so no estimate can correlate above "
         f"{_ceiling(truth['noise_share']):.2f}). Cells: value [95% bootstrap interval over "
-        "tasks].",
+        f"tasks; none where a part holds fewer than {MIN_INTERVAL_TASKS} tasks].",
     ]
     cost = payload.get("cost")
     if cost:
@@ -707,40 +715,46 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLOTTED_PARTS = ("early (t < T/2)", "late", "succeeded", "failed")  # besides "all"
+
+
 def plot(payload: dict[str, Any], path: Path) -> None:
-    """Pearson and Spearman correlation per estimator, with intervals, for each breakdown."""
+    """Per estimator, Pearson and Spearman correlation with the truth: a bar for all rows with
+    its interval over tasks, and a marker for each half of the trajectories and each outcome
+    (categories are in the Markdown)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     labels = list(payload["results"])
-    parts = list(next(iter(payload["results"].values()))["breakdowns"])
-    figure, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
-    width = 0.8 / len(parts)
     positions = np.arange(len(labels))
+    figure, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
+    markers = dict(zip(PLOTTED_PARTS, ("v", "^", "o", "x"), strict=True))
     for axis, name in zip(axes, ("pearson", "spearman"), strict=True):
-        for offset, part in enumerate(parts):
-            entries = [payload["results"][label]["breakdowns"].get(part) for label in labels]
-            values = [entry[name]["value"] if entry else np.nan for entry in entries]
-            low = [
-                max(0.0, v - entry[name]["ci95"][0]) if entry else 0.0
-                for v, entry in zip(values, entries, strict=True)
+        overall = [payload["results"][label]["breakdowns"]["all"][name] for label in labels]
+        values = np.array([entry["value"] for entry in overall], dtype=float)
+        bounds = np.array([entry["ci95"] for entry in overall], dtype=float)
+        spread = np.nan_to_num(np.abs(bounds.T - values), nan=0.0)
+        axis.bar(positions, values, 0.6, yerr=spread, capsize=3, color="#9ab", label="all")
+        for part, marker in markers.items():
+            points = [
+                payload["results"][label]["breakdowns"].get(part, {}).get(name, {}).get("value")
+                for label in labels
             ]
-            high = [
-                max(0.0, entry[name]["ci95"][1] - v) if entry else 0.0
-                for v, entry in zip(values, entries, strict=True)
-            ]
-            axis.bar(
-                positions + offset * width, values, width, yerr=[low, high], label=part, capsize=1.5
-            )
+            shown = [(x, y) for x, y in zip(positions, points, strict=True) if y is not None]
+            if shown:
+                axis.scatter(*zip(*shown, strict=True), marker=marker, label=part, zorder=3)
         axis.set_title(f"{name} correlation with the Monte-Carlo A")
-        axis.set_xticks(positions + width * (len(parts) - 1) / 2)
+        axis.set_xticks(positions)
         axis.set_xticklabels(labels, rotation=30, ha="right")
+        axis.axhline(0.0, color="black", linewidth=0.6)
         axis.grid(axis="y", alpha=0.3)
-    axes[0].legend(fontsize=7)
+    axes[0].legend(fontsize=8)
     settings = payload["settings"]
-    figure.suptitle(f"{settings['env']}, agent {settings['agent']} (95% intervals over tasks)")
+    figure.suptitle(
+        f"{settings['env']}, agent {settings['agent']} (bars: all rows, 95% interval over tasks)"
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
