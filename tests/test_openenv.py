@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import websockets  # noqa: E402
 from openenv.core.generic_client import GenericEnvClient  # noqa: E402
 from test_env_contract import DATA_KWARGS, ENV_NAMES, contract_split  # noqa: E402
 
+from agentbench_rl.core.net import free_port  # noqa: E402
 from agentbench_rl.envs import env_class  # noqa: E402
 from agentbench_rl.envs.base import EpisodeEndedError  # noqa: E402
 from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
@@ -165,9 +165,7 @@ def test_eval_workers_on_a_served_env_write_the_local_files(tmp_path: Path) -> N
 
 
 def test_eval_without_a_server_writes_nothing(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # a port nobody listens on
     config = EvalConfig(env="sokoban", split="test", agent="random", limit=2)
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
         evaluate(config, tmp_path / "run", env_server=f"http://127.0.0.1:{port}")
@@ -293,9 +291,7 @@ def test_an_idle_session_is_closed(sokoban: tuple[EnvSpec, str]) -> None:
 
 
 def test_serve_env_command_serves_until_stopped() -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "agentbench_rl.cli", "serve-env", "--env", "sokoban"]
     server = subprocess.Popen(
         [*command, "--split", "val", "--port", str(port)],

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 # trainer (policy, optimiser, earlier engines of the module) is often nothing.
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
+from agentbench_rl.core.net import free_port  # noqa: E402
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
@@ -240,12 +240,6 @@ def test_evaluation_on_vllm_takes_the_transformers_actions(saved: Path, tmp_path
         evaluate(config, tmp_path / engine, batch_size=4)
         actions[engine] = steps_of(tmp_path / engine)
     assert len(actions["hf"]) == 12 and actions["vllm"] == actions["hf"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from agentbench_rl.core.net import free_port
 from agentbench_rl.envs import ENVS, env_class, evaluation_split, make, resolve
 
 #: Envs whose steps cost milliseconds are timed over fewer steps (ALFWorld: ~50 ms a step).
@@ -186,14 +187,11 @@ def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
     """Served against in-process steps/s of one env, at each of :data:`SERVED_CONCURRENCY`:
     the server is ``agentbench-rl serve-env`` in a process of its own (the machine's cores
     shared by server and client, as the in-process figure has them)."""
-    import socket
     import subprocess
     import sys
 
     local = time_env(name, steps=steps)["steps_per_s"]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     command = [sys.executable, "-m", "agentbench_rl.cli", "serve-env", "--env", name]
     command += ["--port", str(port), "--max-sessions", str(max(SERVED_CONCURRENCY) + 4)]
     url = f"http://127.0.0.1:{port}"

@@ -18,7 +18,6 @@ What an answer carries is the wire format of :mod:`agentbench_rl.envs.remote`.
 from __future__ import annotations
 
 import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from pydantic import Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
+from agentbench_rl.core.net import free_port
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
@@ -256,9 +256,7 @@ def running_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
         ...     env.reset(seed=0, options={"task_id": "test-0000"})[1]["task_id"]
         'test-0000'
     """
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
     thread = threading.Thread(target=server.run, name="agentbench-serve-env", daemon=True)
     thread.start()
