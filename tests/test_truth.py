@@ -112,6 +112,9 @@ def test_numbers_do_not_depend_on_parallel_and_a_killed_run_resumes(tmp_path: Pa
         assert other["rows"] == first["rows"]
         assert json.dumps(other["results"]) == json.dumps(first["results"])  # NaN as NaN
     assert len(journal.read_text().splitlines()) == len(lines)  # nothing counted twice
+    # the resumed run's cost covers every chunk, those of the killed invocation included
+    assert resumed["cost"]["truth_env_steps"] == first["cost"]["truth_env_steps"]
+    assert resumed["cost"]["truth_seconds"] > 0
 
 
 def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:

@@ -511,9 +511,19 @@ def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
 
 
 # ------------------------------------------------------------------------------ the run
-def _read_journal(
-    path: Path, settings: TruthSettings
-) -> dict[int, tuple[dict[str, list[float]], int]]:
+@dataclass(frozen=True)
+class Chunk:
+    """The continuations of one prefix length, as journaled: K returns per trajectory, and
+    what they cost (env steps, wall and CPU seconds; 0 s in journals written before the
+    seconds were kept)."""
+
+    returns: dict[str, list[float]]
+    env_steps: int
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+
+def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
     """The finished chunks of an earlier run of the same settings (a torn last line cut off)."""
     if not path.exists():
         return {}
@@ -521,7 +531,7 @@ def _read_journal(
     if complete != path.stat().st_size:
         with path.open("r+b") as handle:
             handle.truncate(complete)
-    done: dict[int, tuple[dict[str, list[float]], int]] = {}
+    done: dict[int, Chunk] = {}
     for number, line in json_lines(text, str(path)):
         if number == 1:
             if line != {"settings": asdict(settings)}:
@@ -530,7 +540,12 @@ def _read_journal(
                     "use another --out or delete it"
                 )
             continue
-        done[int(line["t"])] = (line["returns"], int(line["env_steps"]))
+        done[int(line["t"])] = Chunk(
+            line["returns"],
+            int(line["env_steps"]),
+            float(line.get("seconds", 0.0)),
+            float(line.get("cpu_seconds", 0.0)),
+        )
     return done
 
 
@@ -565,21 +580,31 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
         for t in range(horizon):
             if t in chunks:
                 continue
-            chunks[t] = continuation_returns(settings, batch, t, envs[:parallel], agent)
-            line = {"t": t, "returns": chunks[t][0], "env_steps": chunks[t][1]}
-            journal.write(json.dumps(line) + "\n")
+            chunk_started, chunk_cpu = time.monotonic(), time.process_time()
+            returns, env_steps = continuation_returns(settings, batch, t, envs[:parallel], agent)
+            chunks[t] = Chunk(
+                returns,
+                env_steps,
+                time.monotonic() - chunk_started,
+                time.process_time() - chunk_cpu,
+            )
+            journal.write(json.dumps({"t": t, **asdict(chunks[t])}) + "\n")
             journal.flush()
             os.fsync(journal.fileno())
             bar.advance(task, jobs[t])
     for env in envs:
         env.close()
-    truth = assemble_truth(settings, batch, {t: chunk[0] for t, chunk in chunks.items()})
+    truth = assemble_truth(settings, batch, {t: chunk.returns for t, chunk in chunks.items()})
     payload = score_batch(settings, batch, truth)
     payload["cost"] = {
-        "seconds": time.monotonic() - started,  # this invocation's (a resumed run: its part)
-        "cpu_seconds": time.process_time() - cpu_started,
-        "truth_env_steps": sum(chunk[1] for chunk in chunks.values()),
+        # the continuations' cost over every invocation (a resumed run's chunks included) ...
+        "truth_seconds": sum(chunk.seconds for chunk in chunks.values()),
+        "truth_cpu_seconds": sum(chunk.cpu_seconds for chunk in chunks.values()),
+        "truth_env_steps": sum(chunk.env_steps for chunk in chunks.values()),
         "batch_env_steps": len(batch.records),
+        # ... and this invocation's whole (loading, the batch, scoring)
+        "seconds": time.monotonic() - started,
+        "cpu_seconds": time.process_time() - cpu_started,
     }
     write_outputs(payload, out, console)
     return payload
@@ -685,10 +710,11 @@ def markdown(payload: dict[str, Any]) -> str:
     if cost:
         lines += [
             "",
-            f"Cost: {cost['truth_env_steps']:,} env steps for the truth "
-            f"({cost['batch_env_steps']:,} for the batch), {duration(cost['seconds'])} wall, "
-            f"{duration(cost['cpu_seconds'])} CPU (this invocation: a resumed run counts only "
-            "its part).",
+            f"Cost: the truth took {cost['truth_env_steps']:,} env steps, "
+            f"{duration(cost['truth_seconds'])} wall and {duration(cost['truth_cpu_seconds'])} "
+            f"CPU over every invocation; this invocation {duration(cost['seconds'])} wall, "
+            f"{duration(cost['cpu_seconds'])} CPU (the batch: {cost['batch_env_steps']:,} env "
+            "steps).",
         ]
     purity = [
         f"{label} {result['purity']:.2f}"
@@ -780,8 +806,9 @@ def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
     console.print(
         f"{truth['rows']} rows; Monte-Carlo noise {truth['noise_share']:.1%} of the true "
         f"advantages' variance (correlation ceiling {_ceiling(truth['noise_share']):.2f}); "
-        f"the truth took {cost['truth_env_steps']:,} env steps, this run "
-        f"{duration(cost['seconds'])} ({duration(cost['cpu_seconds'])} of CPU)."
+        f"the truth took {cost['truth_env_steps']:,} env steps and "
+        f"{duration(cost['truth_cpu_seconds'])} of CPU; this run {duration(cost['seconds'])} "
+        f"({duration(cost['cpu_seconds'])} of CPU)."
     )
     atomic_write_text(out / "fidelity.md", markdown(payload))
     rows = pd.DataFrame(payload["rows"])
