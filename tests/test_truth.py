@@ -171,6 +171,10 @@ def test_results_carry_their_settings(tmp_path: Path) -> None:
     written = json.loads((tmp_path / "fidelity.json").read_text())
     assert written["settings"]["continuations"] == 2
     assert {"pearson", "spearman"} <= set(written["results"]["gigpo"]["breakdowns"]["all"])
+    # Sokoban's observation is its state: every anchor set is pure; GRPO has no sets
+    assert "in pure sets" in written["results"]["gigpo"]["breakdowns"]
+    assert "in impure sets" not in written["results"]["gigpo"]["breakdowns"]
+    assert "in pure sets" not in written["results"]["grpo"]["breakdowns"]
     assert (tmp_path / "fidelity.png").stat().st_size > 0
 
 

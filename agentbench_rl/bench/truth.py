@@ -65,6 +65,7 @@ from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve, runnable
+from agentbench_rl.estimators.common import combine_codes
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -514,13 +515,22 @@ def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class Chunk:
     """The continuations of one prefix length, as journaled: K returns per trajectory, and
-    what they cost (env steps, wall and CPU seconds; 0 s in journals written before the
+    what they cost (env steps, wall and CPU seconds; ``None`` in journals written before the
     seconds were kept)."""
 
     returns: dict[str, list[float]]
     env_steps: int
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
+    seconds: float | None = None
+    cpu_seconds: float | None = None
+
+
+def _total(seconds: list[float | None]) -> float | None:
+    """The sum, or ``None`` when a chunk's time was not journaled."""
+    return None if any(value is None for value in seconds) else sum(v for v in seconds if v)
+
+
+def _duration(seconds: float | None) -> str:
+    return "(not journaled)" if seconds is None else duration(seconds)
 
 
 def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
@@ -543,8 +553,8 @@ def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
         done[int(line["t"])] = Chunk(
             line["returns"],
             int(line["env_steps"]),
-            float(line.get("seconds", 0.0)),
-            float(line.get("cpu_seconds", 0.0)),
+            line.get("seconds"),
+            line.get("cpu_seconds"),
         )
     return done
 
@@ -598,8 +608,8 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     payload = score_batch(settings, batch, truth)
     payload["cost"] = {
         # the continuations' cost over every invocation (a resumed run's chunks included) ...
-        "truth_seconds": sum(chunk.seconds for chunk in chunks.values()),
-        "truth_cpu_seconds": sum(chunk.cpu_seconds for chunk in chunks.values()),
+        "truth_seconds": _total([chunk.seconds for chunk in chunks.values()]),
+        "truth_cpu_seconds": _total([chunk.cpu_seconds for chunk in chunks.values()]),
         "truth_env_steps": sum(chunk.env_steps for chunk in chunks.values()),
         "batch_env_steps": len(batch.records),
         # ... and this invocation's whole (loading, the batch, scoring)
@@ -608,6 +618,34 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     }
     write_outputs(payload, out, console)
     return payload
+
+
+def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[str, np.ndarray]:
+    """For an estimator with step-level sets (anchor sets, clusters, HGPO's first level): the
+    rows whose set holds one ``state_hash`` and the rows whose set mixes states (each part
+    only when it has rows); nothing for an estimator without sets.
+
+    Example:
+        >>> steps = StepBatch.from_records([
+        ...     {"group": 0, "traj": traj, "t": 0, "reward": 0.0, "obs_key": "o",
+        ...      "state_key": state, "action_key": "a", "valid": True}
+        ...     for traj, state in (("x", "s"), ("y", "u"), ("z", "u"))])
+        >>> {part: mask.tolist() for part, mask in purity_masks(steps, "gigpo", {}).items()}
+        {'in impure sets': [True, True, True]}
+    """
+    sets = resolve(name).step_set_codes(steps, params)
+    if sets is None:
+        return {}
+    codes, n_sets = sets
+    states, _ = steps.codes("state_key")
+    pairs, _ = combine_codes(codes, states)
+    first_state = np.full(n_sets, -1)
+    first_state[codes] = pairs
+    mixed = np.zeros(n_sets, dtype=bool)
+    np.logical_or.at(mixed, codes, pairs != first_state[codes])
+    pure = ~mixed[codes]
+    parts = {"in pure sets": pure, "in impure sets": ~pure}
+    return {part: mask for part, mask in parts.items() if mask.any()}
 
 
 def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> dict[str, Any]:
@@ -632,7 +670,7 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
             "purity": _number(step_set_purity(steps, name, params)),
             "breakdowns": {},
         }
-        for part, mask in masks.items():
+        for part, mask in {**masks, **purity_masks(steps, name, params)}.items():
             figures = metrics(estimate[mask], truth.advantage[mask], truth.standard_error[mask])
             intervals = bootstrap(
                 estimate[mask],
@@ -711,7 +749,7 @@ def markdown(payload: dict[str, Any]) -> str:
         lines += [
             "",
             f"Cost: the truth took {cost['truth_env_steps']:,} env steps, "
-            f"{duration(cost['truth_seconds'])} wall and {duration(cost['truth_cpu_seconds'])} "
+            f"{_duration(cost['truth_seconds'])} wall and {_duration(cost['truth_cpu_seconds'])} "
             f"CPU over every invocation; this invocation {duration(cost['seconds'])} wall, "
             f"{duration(cost['cpu_seconds'])} CPU (the batch: {cost['batch_env_steps']:,} env "
             "steps).",
@@ -728,9 +766,17 @@ def markdown(payload: dict[str, Any]) -> str:
             + ", ".join(purity)
             + ".",
         ]
-    parts = next(iter(payload["results"].values()))["breakdowns"]
-    for part, first in parts.items():
-        lines += ["", f"## {part} ({first['rows']} rows)", ""]
+    parts: list[str] = []  # every part, in first-seen order (the sets' parts are per estimator)
+    for result in payload["results"].values():
+        parts += [part for part in result["breakdowns"] if part not in parts]
+    for part in parts:
+        rows = {
+            result["breakdowns"][part]["rows"]
+            for result in payload["results"].values()
+            if part in result["breakdowns"]
+        }
+        size = f"{rows.pop()} rows" if len(rows) == 1 else "rows vary by estimator"
+        lines += ["", f"## {part} ({size})", ""]
         lines.append("| estimator | " + " | ".join(METRICS) + " |")
         lines.append("|---" * (len(METRICS) + 1) + "|")
         for label, result in payload["results"].items():
@@ -807,7 +853,7 @@ def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
         f"{truth['rows']} rows; Monte-Carlo noise {truth['noise_share']:.1%} of the true "
         f"advantages' variance (correlation ceiling {_ceiling(truth['noise_share']):.2f}); "
         f"the truth took {cost['truth_env_steps']:,} env steps and "
-        f"{duration(cost['truth_cpu_seconds'])} of CPU; this run {duration(cost['seconds'])} "
+        f"{_duration(cost['truth_cpu_seconds'])} of CPU; this run {duration(cost['seconds'])} "
         f"({duration(cost['cpu_seconds'])} of CPU)."
     )
     atomic_write_text(out / "fidelity.md", markdown(payload))
