@@ -172,9 +172,10 @@ def test_results_carry_their_settings(tmp_path: Path) -> None:
     assert written["settings"]["continuations"] == 2
     assert {"pearson", "spearman"} <= set(written["results"]["gigpo"]["breakdowns"]["all"])
     # Sokoban's observation is its state: every anchor set is pure; GRPO has no sets
-    assert "in pure sets" in written["results"]["gigpo"]["breakdowns"]
-    assert "in impure sets" not in written["results"]["gigpo"]["breakdowns"]
-    assert "in pure sets" not in written["results"]["grpo"]["breakdowns"]
+    parts = written["results"]["gigpo"]["breakdowns"]
+    assert "in impure sets" not in parts
+    assert {"in singleton sets", "in pure sets of 2+"} & set(parts)
+    assert not any(part.startswith("in ") for part in written["results"]["grpo"]["breakdowns"])
     assert (tmp_path / "fidelity.png").stat().st_size > 0
 
 

@@ -622,8 +622,9 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
 
 def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[str, np.ndarray]:
     """For an estimator with step-level sets (anchor sets, clusters, HGPO's first level): the
-    rows whose set holds one ``state_hash`` and the rows whose set mixes states (each part
-    only when it has rows); nothing for an estimator without sets.
+    rows alone in their set, the rows of sets of two or more that hold one ``state_hash``, and
+    the rows of sets that mix states (each part only when it has rows); nothing for an
+    estimator without sets.
 
     Example:
         >>> steps = StepBatch.from_records([
@@ -644,7 +645,12 @@ def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[st
     mixed = np.zeros(n_sets, dtype=bool)
     np.logical_or.at(mixed, codes, pairs != first_state[codes])
     pure = ~mixed[codes]
-    parts = {"in pure sets": pure, "in impure sets": ~pure}
+    alone = np.bincount(codes, minlength=n_sets)[codes] == 1  # pure, and no peer to compare
+    parts = {
+        "in singleton sets": alone,
+        "in pure sets of 2+": pure & ~alone,
+        "in impure sets": ~pure,
+    }
     return {part: mask for part, mask in parts.items() if mask.any()}
 
 
