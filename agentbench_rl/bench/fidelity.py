@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,17 +94,23 @@ VARIANTS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
 }
 
 
-def estimator_runs() -> list[tuple[str, str, dict[str, Any]]]:
+def estimator_runs(
+    columns: Sequence[str] = PROVIDED_COLUMNS,
+) -> list[tuple[str, str, dict[str, Any]]]:
     """(label, estimator, parameters) of every run: each registered estimator (entry points
-    included) whose needs the bench provides, at its defaults or at its :data:`VARIANTS`.
+    included) whose needs are among the optional batch ``columns`` (this bench's by default;
+    the Monte-Carlo bench passes what its agent handed over), at its defaults or at its
+    :data:`VARIANTS`.
 
     Example:
         >>> [label for label, _, _ in estimator_runs()][:4]
         ['grpo', 'rloo', 'gigpo', 'gigpo anchor=state']
+        >>> "bipace" in {name for _, name, _ in estimator_runs(())}
+        False
     """
     return [
         (label, name, params)
-        for name in runnable(PROVIDED_COLUMNS)
+        for name in runnable(columns)
         for label, params in VARIANTS.get(name, ((name, {}),))
     ]
 
@@ -437,7 +443,8 @@ def cell(values: list[float], digits: int, separator: str = " ± ") -> str:
     return f"{mean:.{digits}f}{separator}{spread:.{digits}f}"
 
 
-def _json_number(value: float) -> float | None:
+def json_number(value: float) -> float | None:
+    """``value``, or ``None`` for NaN (JSON has no NaN)."""
     return None if np.isnan(value) else value
 
 
@@ -535,9 +542,9 @@ def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
             mdp_name: {
                 label: {
                     metric: {
-                        "mean": _json_number(summarise(values)[0]),
-                        "std": _json_number(summarise(values)[1]),
-                        "per_seed": [_json_number(value) for value in values],
+                        "mean": json_number(summarise(values)[0]),
+                        "std": json_number(summarise(values)[1]),
+                        "per_seed": [json_number(value) for value in values],
                     }
                     for metric, values in metrics.items()
                 }

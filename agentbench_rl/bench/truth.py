@@ -56,23 +56,23 @@ from rich.console import Console
 from rich.table import Table
 
 from agentbench_rl.agents import load_agent
-from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
-from agentbench_rl.bench.fidelity import VARIANTS, step_set_purity
+from agentbench_rl.agents.base import Agent, BatchAgent
+from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.estimators import compute, resolve, runnable
+from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
     Lockstep,
     as_batch_agent,
+    drive,
     episode_seed,
-    format_kept,
     member_seed,
 )
 from agentbench_rl.rollout.scripted import train_task_ids
@@ -225,51 +225,49 @@ def _play(
     agent_seeds: Sequence[int],
     switch: Switch | None,
 ) -> Lockstep:
-    """Play one episode per env; with a ``switch``, check the replay and reseed at its step."""
+    """Play one episode per env through the episode driver; with a ``switch``, check the
+    replay after each step and reseed the agent once step ``switch.t`` is reached."""
     lock = Lockstep.of_envs(envs, slots)
     # The batch keeps each row's hidden state when the agent can hand it over (BiPACE's input);
     # the continuations need none.
     capture = switch is None and hasattr(agent, "capture_hidden")
+
+    def checked(episodes: list[int], rows: list[int]) -> None:
+        if capture:
+            for row, vector in zip(rows, agent.last_hidden, strict=True):  # type: ignore[attr-defined]
+                lock.records[row]["hidden"] = vector
+        if switch is None or lock.t > switch.t:
+            return
+        step = lock.t - 1
+        for index, row in zip(episodes, rows, strict=True):
+            if lock.records[row]["action_key"] != switch.actions[index][step]:
+                raise RuntimeError(
+                    f"fidelity: replaying {slots[index].traj}, step {step} acted "
+                    f"{lock.records[row]['action_key']!r}, not the recorded "
+                    f"{switch.actions[index][step]!r}: the agent is not deterministic "
+                    "given its seed"
+                )
+        if lock.t == switch.t:
+            handover()
+
+    def handover() -> None:  # at step switch.t: the recorded state, then fresh draws
+        assert switch is not None
+        for index in lock.live:
+            if lock.episodes[index].info["state_hash"] != switch.states[index]:
+                raise RuntimeError(
+                    f"fidelity: replaying {slots[index].traj} did not restore the state of "
+                    f"step {switch.t} (state_hash differs): the env or the agent is not "
+                    "deterministic given its seeds"
+                )
+        agent.begin_episodes(envs, switch.seeds)
+
     if capture:
         agent.capture_hidden = True  # type: ignore[attr-defined]
-    capabilities = (
-        agent.capabilities
-        if hasattr(agent, "capabilities")
-        else [Capabilities.of(agent)] * len(slots)
-    )
     agent.begin_episodes(envs, agent_seeds)
-    while lock.live:
-        live = list(lock.live)
-        episodes = [lock.episodes[index] for index in live]
-        if switch is not None and lock.t == switch.t:
-            for index, episode in zip(live, episodes, strict=True):
-                if episode.info["state_hash"] != switch.states[index]:
-                    raise RuntimeError(
-                        f"fidelity: replaying {slots[index].traj} did not restore the state of "
-                        f"step {switch.t} (state_hash differs): the env or the agent is not "
-                        "deterministic given its seeds"
-                    )
-            agent.begin_episodes(envs, switch.seeds)
-        actions = agent.act_batch(
-            [episode.observation for episode in episodes],
-            [episode.info for episode in episodes],
-            rows=live,
-            histories=[episode.history for episode in episodes],
-        )
-        kept = [format_kept(capabilities[i], a) for i, a in zip(live, actions, strict=True)]
-        written = lock.step(actions, kept)
-        if capture:
-            for row, vector in zip(written, agent.last_hidden, strict=True):  # type: ignore[attr-defined]
-                lock.records[row]["hidden"] = vector
-        if switch is not None and lock.t <= switch.t:
-            for index, row in zip(live, written, strict=True):
-                if lock.records[row]["action_key"] != switch.actions[index][lock.t - 1]:
-                    raise RuntimeError(
-                        f"fidelity: replaying {slots[index].traj}, step {lock.t - 1} acted "
-                        f"{lock.records[row]['action_key']!r}, not the recorded "
-                        f"{switch.actions[index][lock.t - 1]!r}: the agent is not deterministic "
-                        "given its seed"
-                    )
+    if switch is not None and switch.t == 0:
+        handover()
+    for _ in drive(lock, agent, checked):
+        pass
     if capture:
         agent.capture_hidden = False  # type: ignore[attr-defined]
     return lock
@@ -377,19 +375,15 @@ def assemble_truth(
 
 
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Pearson correlation of rows ``x`` and ``y`` under each row of ``weights`` (B, n); 0
-    where either side is constant."""
+    """Pearson correlation of ``x`` and ``y`` ((n,) or (B, n) each) under each row of
+    ``weights`` (B, n); 0 where either side is constant."""
     total = weights.sum(axis=1)
-    dx = (
-        x - (weights @ x / total)[:, None]
-        if x.ndim == 1
-        else x - ((weights * x).sum(axis=1) / total)[:, None]
-    )
-    dy = (
-        y - (weights @ y / total)[:, None]
-        if y.ndim == 1
-        else y - ((weights * y).sum(axis=1) / total)[:, None]
-    )
+
+    def centred(values: np.ndarray) -> np.ndarray:  # one row of values, or one per resample
+        sums = weights @ values if values.ndim == 1 else (weights * values).sum(axis=1)
+        return values - (sums / total)[:, None]
+
+    dx, dy = centred(x), centred(y)
     covariance = (weights * dx * dy).sum(axis=1)
     spread = np.sqrt((weights * dx * dx).sum(axis=1) * (weights * dy * dy).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -475,22 +469,6 @@ def bootstrap(
             else (float("nan"), float("nan"))
         )
     return intervals
-
-
-def estimator_runs(columns: Sequence[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(label, estimator, parameters): every registered estimator the batch can feed (its
-    optional ``columns``: ``hidden`` when the agent handed hidden states over), at its defaults
-    and at ``bench fidelity``'s variants.
-
-    Example:
-        >>> "bipace" in {name for _, name, _ in estimator_runs(())}
-        False
-    """
-    return [
-        (label, name, params)
-        for name in runnable(columns)
-        for label, params in VARIANTS.get(name, ((name, {}),))
-    ]
 
 
 def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
@@ -673,7 +651,7 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
             "estimator": name,
             "params": params,
             # share of its step-level sets (anchor sets, clusters) whose rows share one state
-            "purity": _number(step_set_purity(steps, name, params)),
+            "purity": json_number(step_set_purity(steps, name, params)),
             "breakdowns": {},
         }
         for part, mask in {**masks, **purity_masks(steps, name, params)}.items():
@@ -719,10 +697,6 @@ def _ceiling(noise_share: float) -> float:
     """The highest correlation any estimate can reach with a truth whose variance is that
     share noise: sqrt(1 − share) (the correlation of the noiseless truth with the noisy one)."""
     return math.sqrt(max(0.0, 1.0 - noise_share)) if not math.isnan(noise_share) else math.nan
-
-
-def _number(value: float) -> float | None:
-    return None if math.isnan(value) else value
 
 
 def _figure(entry: dict[str, Any], digits: int = 2) -> str:

@@ -32,7 +32,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -355,12 +355,18 @@ def as_batch_agent(agents: BatchAgent | Sequence[Agent]) -> BatchAgent:
     return agents
 
 
-def drive(lock: Lockstep, agent: BatchAgent) -> Iterator[int]:
+def drive(
+    lock: Lockstep,
+    agent: BatchAgent,
+    on_step: Callable[[list[int], list[int]], None] | None = None,
+) -> Iterator[int]:
     """Step every live episode of ``lock`` with ``agent`` until all end (the agent was told
     ``begin_episodes``); yields each episode's index as it ends, so a caller can record
     finished episodes while the others still run. One ``act_batch`` call per step answers
     every live episode; validity follows :func:`action_valid` with the answer format of the
-    row's agent.
+    row's agent. ``on_step(episodes, rows)``, when given, runs after each step with the
+    episodes that acted and the indices in ``lock.records`` of the rows they wrote, in the same
+    order (the fidelity bench checks its replays and reseeds its agent there).
     """
     if isinstance(agent, AgentRows):
         capabilities = agent.capabilities
@@ -381,7 +387,9 @@ def drive(lock: Lockstep, agent: BatchAgent) -> Iterator[int]:
             )
         kept = [format_kept(capabilities[i], a) for i, a in zip(live, actions, strict=True)]
         ended = len(lock.finished)
-        lock.step(actions, kept)
+        rows = lock.step(actions, kept)
+        if on_step is not None:
+            on_step(live, rows)
         yield from lock.finished[ended:]
 
 
