@@ -415,6 +415,32 @@ def test_expert_replans_after_a_detour(seen_env: ALFWorldEnv) -> None:
 
 
 @needs_backend
+def test_a_replanned_state_met_again_gets_the_stored_plan(seen_env: ALFWorldEnv) -> None:
+    detour = ["go to drawer 1", "go to bed 2"]
+    seen_env.reset(options={"task_id": LAMP_TASK})
+    play(seen_env, detour)
+    game = seen_env._game._game
+    game.plans.clear()
+    searched = seen_env.expert_action()  # off the walkthrough: a search, stored
+    assert len(game.plans) == 1
+    stored = list(next(iter(game.plans.values())))
+
+    seen_env.reset(options={"task_id": LAMP_TASK})  # the same state by the same detour again
+    play(seen_env, detour)
+    pddl_state = seen_env._game._pddl._pddl_state
+    calls: list[int] = []
+    search = pddl_state.downward_lib.replan
+    pddl_state.downward_lib.replan = lambda *a: calls.append(1) or search(*a)
+    try:
+        assert seen_env.expert_action() == searched and not calls  # no second search
+        game.plans.clear()  # and a fresh search from that state gives the stored plan
+        assert seen_env._game._pddl._pddl_state.replan(seen_env._game._pddl._entity_infos) == stored
+        assert calls == [1]
+    finally:
+        pddl_state.downward_lib.replan = search
+
+
+@needs_backend
 def test_no_side_effects_on_argv_or_home(alfworld_data: Path, tmp_path: Path) -> None:
     # fast-downward rewrites sys.argv, and importing alfworld creates ~/.cache/alfworld.
     code = (

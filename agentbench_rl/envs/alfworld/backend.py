@@ -16,6 +16,9 @@ ALFWorld's :class:`AlfredDemangler` naming the objects ("desk 1"), exactly as AL
 * The text of each grounded command is derived once per game, not on every step.
 * :class:`AlfredGame` keeps one planner library and one TextWorld environment alive across
   games (a warm environment per worker).
+* A replan (about 0.6 s of fast-downward search) is kept per game by the full state it
+  started from, so a state met again (the same prefix replayed, a continuation passing where
+  another did) gets the same plan without a second search.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ class CompiledGame:
         initial_facts: the facts of the initial state.
         replan_sas: the optimised SAS used for replanning, made on first need.
         commands: the command text of each grounded action seen so far.
+        plans: the expert's replan from each state replanned from so far, keyed by
+            :func:`planner_state_key` (the planner is deterministic: the same state gives the
+            same plan).
     """
 
     sha256: str
@@ -88,6 +94,7 @@ class CompiledGame:
     initial_facts: list[Proposition] = field(default_factory=list)
     replan_sas: bytes | None = None
     commands: dict[tuple[str, tuple[str, ...]], str] = field(default_factory=dict)
+    plans: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def walkthrough(self) -> list[str]:
@@ -238,10 +245,21 @@ class CompiledPddlState(pddl_logic.PddlState):
         return Proposition(name, variables)
 
     def replan(self, infos: Any) -> list[str]:
-        """A plan from the current state (loads the replanning SAS into the library first)."""
-        self.downward_lib.load_sas_replan(self._game.ensure_replan_sas())
-        plan: list[str] = super().replan(infos)
-        return plan
+        """A plan from the current state: the game's stored one if this state was replanned
+        from before, else fast-downward's (the replanning SAS loaded into the library first)."""
+        key = planner_state_key(self.facts)
+        plan = self._game.plans.get(key)
+        if plan is None:
+            self.downward_lib.load_sas_replan(self._game.ensure_replan_sas())
+            plan = tuple(super().replan(infos))
+            self._game.plans[key] = plan
+        return list(plan)
+
+
+def planner_state_key(facts: Any) -> str:
+    """Hash of every fact the planner starts from, negated and ``checked`` facts included (a
+    plan is reused only for exactly the state it was searched from)."""
+    return stable_hash(sorted(str(fact) for fact in facts))
 
 
 class WarmPddlEnv(PddlEnv):
