@@ -28,7 +28,7 @@ import copy
 import json
 import re
 import sys
-from collections import Counter, OrderedDict, defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from textworld.envs.pddl.textgen import ContextSensitiveGrammar
 from textworld.logic import Proposition
 
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.envs.alfworld.data import GameCache
 
 #: Answer to any command the game does not accept (TextWorld's own wording).
 NOTHING_HAPPENS = "Nothing happens."
@@ -51,9 +52,6 @@ _HIDDEN_COMMANDS = frozenset({"help"})
 #: precondition, goal or feedback text of the ALFWorld domain reads it, so two states that
 #: differ only there behave alike (and "look" or "inventory" leave the state as it was).
 _HISTORY_PREDICATES = frozenset({"checked"})
-#: Compiled games kept per process (about 1.3 MB each): enough for a whole valid split, so
-#: a second seed of an evaluation finds every game compiled.
-COMPILED_CACHE_SIZE = 160
 
 
 def _pddl_to_sas(domain: str, problem: str, optimize: bool) -> tuple[Any, str]:
@@ -165,37 +163,8 @@ def compile_game(data: dict[str, Any], sha256: str) -> CompiledGame:
     return CompiledGame(sha256, data, logic, task, sas.encode("utf-8"), name2type)
 
 
-class GameCache:
-    """A per-process LRU cache of compiled games, keyed by file sha256.
-
-    Example:
-        >>> cache = GameCache(maxsize=2)
-        >>> len(cache)
-        0
-    """
-
-    def __init__(self, maxsize: int = COMPILED_CACHE_SIZE) -> None:
-        self.maxsize = maxsize
-        self._games: OrderedDict[str, CompiledGame] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._games)
-
-    def get(self, sha256: str, load: Any) -> CompiledGame:
-        """The compiled game of ``sha256``; ``load()`` gives its JSON dict on a miss."""
-        game = self._games.get(sha256)
-        if game is None:
-            game = compile_game(load(), sha256)
-            self._games[sha256] = game
-            while len(self._games) > self.maxsize:
-                self._games.popitem(last=False)
-        else:
-            self._games.move_to_end(sha256)
-        return game
-
-
 #: Shared by every env of a process: group members and repeated seeds compile a game once.
-COMPILED_GAMES = GameCache()
+COMPILED_GAMES = GameCache(compile_game)
 
 
 class CompiledPddlState(pddl_logic.PddlState):

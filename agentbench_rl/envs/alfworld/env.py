@@ -68,13 +68,25 @@ def _alfworld_data_env(data_dir: Path) -> Iterator[None]:
             os.environ["ALFWORLD_DATA"] = saved
 
 
-def load_backend(data_dir: Path) -> ModuleType:
-    """Import the TextWorld side, or raise ``ImportError`` saying which extra to install.
+#: The engines that play the games: ``native`` (:mod:`~agentbench_rl.envs.alfworld.native`,
+#: this package's own reader of the game files) and ``textworld`` (TextWorld's PDDL backend,
+#: the oracle the native one is tested against).
+BACKENDS = ("textworld", "native")
+
+
+def load_backend(data_dir: Path, name: str = "textworld") -> ModuleType:
+    """Import the engine, or raise ``ImportError`` saying which extra to install.
 
     Example:
-        >>> load_backend(resolve_data_dir()).NOTHING_HAPPENS  # doctest: +SKIP
+        >>> load_backend(resolve_data_dir(), "native").NOTHING_HAPPENS
         'Nothing happens.'
     """
+    if name not in BACKENDS:
+        raise ValueError(f"alfworld: unknown backend {name!r}; choose one of {BACKENDS}")
+    if name == "native":
+        from agentbench_rl.envs.alfworld import native
+
+        return native
     try:
         with _alfworld_data_env(data_dir):
             from agentbench_rl.envs.alfworld import backend
@@ -105,6 +117,8 @@ class ALFWorldEnv(TextAgentEnv[str]):
             ``~/.cache/alfworld``).
         allow_modified_games: play a game whose sha256 differs from the manifest (with a
             warning) instead of refusing it; results must record this flag.
+        backend: ``textworld`` (TextWorld's engine, needs the ``alfworld`` extra) or
+            ``native`` (this package's reader of the game files; the same transcripts).
 
     Example:
         >>> env = ALFWorldEnv(split="valid_seen")  # doctest: +SKIP
@@ -130,6 +144,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         render_mode: str | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         allow_modified_games: bool = False,
+        backend: str = "textworld",
     ) -> None:
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         self.observation_space = text_space()
@@ -137,7 +152,8 @@ class ALFWorldEnv(TextAgentEnv[str]):
         self.allow_modified_games = allow_modified_games
         self._manifest = load_manifest(split)
         require_split_data(self.data_dir, split)
-        self._backend = load_backend(self.data_dir)
+        self.backend = backend
+        self._backend = load_backend(self.data_dir, backend)
         self._game = self._backend.AlfredGame()
         self._record: GameRecord | None = None
         self._feedback = ""

@@ -1,0 +1,442 @@
+"""The native ALFWorld engine: ``game.tw-pddl`` played without TextWorld.
+
+It reads a game's PDDL (:mod:`~agentbench_rl.envs.alfworld.pddl`) and grammar
+(:mod:`~agentbench_rl.envs.alfworld.textgen`) and plays them as TextWorld's ``PddlEnv`` with
+ALFWorld's ``AlfredDemangler`` does, which stays the oracle (``backend="textworld"``; the
+tests play both side by side and require the same observations, admissible commands, rewards
+and state hashes at every step). What it does, in TextWorld's words:
+
+1. Names: every object that appears in an initial fact is an entity; its display name is
+   ALFWorld's demangling of the PDDL name (``desk_bar_...`` -> ``desk 1``: sorted names, each
+   kind numbered from its count down, ``basin`` kept; a name without ``_bar_`` keeps no number
+   and ends in a space, as ALFWorld's demangler writes it).
+2. Reset: the state is the problem's initial atoms; the text is ``#intro#`` derived from the
+   grammar.
+3. Admissible commands: each applicable action's template derived with its parameters bound,
+   sorted, duplicates dropped, ``help`` left out (agents never get it). A command is played
+   by the first applicable action that reads that way (TextWorld looks it up so).
+4. Step: the action's effects (:class:`~agentbench_rl.envs.alfworld.pddl.State`), then its
+   feedback symbol derived with its parameters bound; anything not admissible answers
+   "Nothing happens." and changes nothing. The goal is checked on the new state.
+5. The expert follows the game's stored walkthrough while play stays on it. Off it, the
+   expert replans with fast-downward (the planner TextWorld uses, kept for this alone): the
+   game's optimised SAS translation with its initial state set to the current facts, so the
+   plan is the one the TextWorld backend would make from the same state. Replanning needs
+   the ``alfworld`` extra (``fast_downward``); playing does not.
+
+Example:
+    >>> game = AlfredGame()
+    >>> intro = game.start(COMPILED_GAMES.get(sha, lambda: json.loads(data)))  # doctest: +SKIP
+    >>> intro.splitlines()[-1]  # doctest: +SKIP
+    'Your task is to: look at alarmclock under the desklamp.'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.envs.alfworld.data import GameCache
+from agentbench_rl.envs.alfworld.pddl import (
+    NEGATION,
+    Domain,
+    Fact,
+    GroundAction,
+    State,
+    World,
+    changes_something,
+    negated,
+    parse_domain,
+    parse_problem,
+)
+from agentbench_rl.envs.alfworld.textgen import Deriver, Entity, Grammar, parse_logic
+
+#: Answer to any command the game does not accept (TextWorld's own wording).
+NOTHING_HAPPENS = "Nothing happens."
+#: TextWorld lists ``help`` among the admissible commands; ALFWorld agents never get it.
+HIDDEN_COMMANDS = frozenset({"help"})
+#: Facts left out of the state hash: ``checked(x)`` records that the agent looked at x; no
+#: precondition, goal or feedback text of the ALFWorld domain reads it, so two states that
+#: differ only there behave alike (and "look" or "inventory" leave the state as it was).
+HISTORY_PREDICATES = frozenset({"checked"})
+#: The template TextWorld's planner interface writes for a planned ``GotoLocation``.
+_PLANNED_GOTO = "go to {r}"
+
+
+@lru_cache(maxsize=8)
+def _domain(text: str) -> Domain:
+    return parse_domain(text)
+
+
+@lru_cache(maxsize=8)
+def _grammar_rules(text_without_task: str) -> Grammar:
+    return parse_logic(text_without_task)
+
+
+def display_names(ids: Iterable[str]) -> dict[str, str]:
+    """ALFWorld's display name of every PDDL object name (its ``Demangler``).
+
+    Example:
+        >>> ids = ["desk_bar_1", "desk_bar_2", "sink_bar_3_bar_sinkbasin", "agent1"]
+        >>> [display_names(ids)[i] for i in ids]
+        ['desk 2', 'desk 1', 'sinkbasin 1', 'agent1 ']
+    """
+    ordered = sorted(set(ids))
+
+    def kind(name: str) -> str | None:
+        head, bar, _ = name.partition("_bar_")
+        if not bar:
+            return None
+        return head + "basin" if "basin" in name else head
+
+    counts = Counter(k for k in map(kind, ordered) if k is not None)
+    numbers = {k: list(range(1, count + 1)) for k, count in counts.items()}
+    names: dict[str, str] = {}
+    for name in ordered:
+        k = kind(name)
+        if k is None:
+            names[name] = f"{_unmangle(name)} "
+        else:
+            names[name] = f"{k} {numbers[k].pop()}"
+    return names
+
+
+def _unmangle(name: str) -> str:
+    for code, char in (("_bar_", "|"), ("_minus_", "-"), ("_plus_", "+"), ("_dot_", ".")):
+        name = name.replace(code, char)
+    return name.replace("_comma_", ",")
+
+
+@dataclass
+class NativeGame:
+    """One game, read and grounded once (cached per process by its file's sha256).
+
+    Attributes:
+        sha256: sha256 of the game file (the cache key).
+        data: the game JSON.
+        world: the problem over its domain.
+        deriver: the grammar with the game's entities.
+        initial: the initial state (copied at each reset).
+        intro: the text at reset.
+        commands: the command text of each ground action derived so far.
+        plans: the expert's replan from each state replanned from so far.
+    """
+
+    sha256: str
+    data: dict[str, Any]
+    world: World
+    deriver: Deriver
+    initial: State
+    intro: str
+    actions: dict[tuple[str, tuple[str, ...]], GroundAction | None] = field(default_factory=dict)
+    commands: dict[GroundAction, str] = field(default_factory=dict)
+    plans: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    replan_sas: str | None = None
+
+    @property
+    def walkthrough(self) -> list[str]:
+        """The winning command sequence stored in the game file."""
+        return list(self.data.get("walkthrough") or [])
+
+    def mapping(self, action: GroundAction) -> dict[tuple[str, str], str]:
+        """The action's parameters as the grammar binds them (name without ``?``, type)."""
+        return {
+            (name.lstrip("?"), type_): value
+            for (name, type_), value in zip(action.schema.parameters, action.arguments, strict=True)
+        }
+
+    def action(self, schema_name: str, arguments: tuple[str, ...]) -> GroundAction | None:
+        """The ground action, or None where fast-downward's translation drops it for changing
+        nothing (:func:`~agentbench_rl.envs.alfworld.pddl.changes_something`)."""
+        key = (schema_name, arguments)
+        if key not in self.actions:
+            action = GroundAction(self.world.domain.actions[schema_name], arguments)
+            self.actions[key] = action if changes_something(action) else None
+        return self.actions[key]
+
+    def command(self, action: GroundAction) -> str:
+        """The text of ``action`` (its template derived; it reads only static facts)."""
+        text = self.commands.get(action)
+        if text is None:
+            template = self.deriver.grammar.actions[action.schema.name].template
+            text = self.deriver.derive(template, self.initial, self.mapping(action))
+            self.commands[action] = text
+        return text
+
+
+def compile_game(data: dict[str, Any], sha256: str) -> NativeGame:
+    """Read, ground and index one game.
+
+    Example:
+        >>> game = compile_game(json.loads(path.read_bytes()), sha)  # doctest: +SKIP
+        >>> game.walkthrough[0]  # doctest: +SKIP
+        'go to desk 1'
+    """
+    domain = _domain(data["pddl_domain"])
+    problem = parse_problem(data["pddl_problem"])
+    world = World(domain, problem, data["pddl_domain"])
+    grammar = parse_logic(data["grammar"])
+    initial = State(problem.init)
+    entity_ids = {value for fact in problem.init for value in fact[1:]}
+    names = display_names(entity_ids)
+    entities = {
+        object_id: Entity(object_id, problem.objects.get(object_id, ""), names[object_id])
+        for object_id in entity_ids
+    }
+    deriver = Deriver(grammar, entities, problem.objects, domain.subtypes)
+    intro = deriver.derive("#intro#", initial)
+    return NativeGame(sha256, data, world, deriver, initial, intro)
+
+
+#: Shared by every env of a process: group members and repeated seeds read a game once.
+COMPILED_GAMES = GameCache(compile_game)
+
+
+class AlfredGame:
+    """Plays native games one after another (the same interface as the TextWorld backend's
+    ``AlfredGame``).
+
+    Example:
+        >>> game = AlfredGame()
+        >>> game.admissible_commands()
+        []
+    """
+
+    def __init__(self) -> None:
+        self._game: NativeGame | None = None
+        self._truth = State(())  # the planner's state: applicability and the goal
+        self._facts = State(())  # TextWorld's record: the texts and the state hash
+        self._actions: list[GroundAction] = []
+        self._command_actions: dict[str, GroundAction] = {}
+        self._admissible: list[str] = []
+        self._won = False
+        self._state_hash: str | None = None
+        self._plan: list[str] | None = None
+        self._plan_index = 0
+
+    def start(self, game: NativeGame) -> str:
+        """Begin ``game`` from its initial state; returns the intro text."""
+        self._game = game
+        self._truth = game.initial.copy()
+        self._facts = game.initial.copy()
+        self._refresh()
+        self._plan, self._plan_index = game.walkthrough, 0
+        return game.intro
+
+    def _refresh(self) -> None:
+        game = self._game
+        assert game is not None
+        world = game.world
+        self._command_actions = {}
+        for schema in world.domain.actions.values():
+            for arguments in world.applicable(schema, self._truth):
+                action = game.action(schema.name, arguments)
+                if action is not None:
+                    self._command_actions.setdefault(game.command(action), action)
+        self._admissible = sorted(c for c in self._command_actions if c not in HIDDEN_COMMANDS)
+        self._admissible_set = frozenset(self._admissible)
+        self._won = world.holds(world.problem.goal, self._truth, {})
+        self._state_hash = None
+
+    def step(self, command: str) -> tuple[str, bool]:
+        """Play ``command`` if admissible; returns (feedback, valid). Others change nothing."""
+        game = self._game
+        if game is None or command not in self._admissible_set:
+            return NOTHING_HAPPENS, False
+        action = self._command_actions[command]
+        before = self.state_hash()
+        apply(game.world, action, self._truth, self._facts)
+        feedback_rule = game.deriver.grammar.actions[action.schema.name].feedback
+        feedback = game.deriver.derive(feedback_rule, self._facts, game.mapping(action))
+        self._refresh()
+        self._follow_plan(command, before)
+        return feedback, True
+
+    def _follow_plan(self, command: str, state_before: str) -> None:
+        plan = self._plan
+        if plan is not None and self._plan_index < len(plan) and plan[self._plan_index] == command:
+            self._plan_index += 1
+        elif self.state_hash() != state_before:
+            self._plan = None  # off the plan: the expert replans on its next call
+
+    def admissible_commands(self) -> list[str]:
+        """The commands the game accepts now (sorted, without ``help``)."""
+        return list(self._admissible)
+
+    def won(self) -> bool:
+        """Whether the goal holds."""
+        return self._won
+
+    def state_hash(self) -> str:
+        """Hash of the sorted true facts, as TextWorld writes them (``atlocation(agent1:
+        agent, loc_...: location)``), without ``not_`` and ``checked`` facts."""
+        if self._state_hash is None:
+            self._state_hash = state_hash(self._facts, self._object_types())
+        return self._state_hash
+
+    def _object_types(self) -> dict[str, str]:
+        return self._game.world.objects if self._game is not None else {}
+
+    def expert_command(self) -> str:
+        """The next walkthrough command; a fresh plan if play left the walkthrough."""
+        if self._plan is None or self._plan_index >= len(self._plan):
+            assert self._game is not None
+            self._plan = list(replan(self._game, self._truth)) or ["look"]
+            self._plan_index = 0
+        return self._plan[self._plan_index]
+
+    def close(self) -> None:
+        """Drop the game."""
+        self._game = None
+
+
+def apply(world: World, action: GroundAction, truth: State, facts: State) -> None:
+    """Apply ``action`` to both states of a game.
+
+    ``truth`` (the planner's state: positive atoms) changes as PDDL says: conditions decided
+    on the state before, deletes before adds. ``facts`` (what TextWorld's texts and state
+    hash read) changes as TextWorld records it: fast-downward hands back *every* effect atom
+    of the operator, its conditions unchecked, adds before deletes of the same atom, and each
+    is written (an add: the atom in, ``not_`` twin out; a delete: the reverse). So after
+    ``use desklamp 1`` the planner has ``isOn`` and the texts' facts have ``not_isOn``.
+    """
+    binding = action.binding
+    fired: list[tuple[Fact, bool]] = []
+    every: list[tuple[Fact, bool]] = []
+    for effect in action.schema.effects:
+        for full in _effect_bindings(world, effect.variables, binding):
+            fact = (effect.atom.predicate, *(full.get(t, t) for t in effect.atom.terms))
+            every.append((fact, effect.delete))
+            if world.holds(effect.condition, truth, full):
+                fired.append((fact, effect.delete))
+    for fact, delete in sorted(fired, key=lambda item: not item[1]):  # deletes first
+        (truth.discard if delete else truth.add)(fact)
+    for fact, delete in sorted(every, key=lambda item: item[1]):  # adds first
+        twin = negated(fact)
+        facts.discard(twin if not delete else fact)
+        facts.add(fact if not delete else twin)
+
+
+def _effect_bindings(
+    world: World, variables: tuple[tuple[str, str], ...], binding: dict[str, str]
+) -> Iterable[dict[str, str]]:
+    if not variables:
+        return [binding]
+    names = [name for name, _ in variables]
+    domains = [world.objects_of(type_) for _, type_ in variables]
+    return [
+        {**binding, **dict(zip(names, values, strict=True))}
+        for values in itertools.product(*domains)
+    ]
+
+
+def state_hash(state: State, object_types: dict[str, str]) -> str:
+    """The state hash of the TextWorld backend, from the native facts."""
+    facts = sorted(
+        "{}({})".format(fact[0], ", ".join(f"{v}: {object_types.get(v, '')}" for v in fact[1:]))
+        for fact in state.facts
+        if not fact[0].startswith(NEGATION) and fact[0] not in HISTORY_PREDICATES
+    )
+    return stable_hash(facts)
+
+
+def replan(game: NativeGame, state: State) -> tuple[str, ...]:
+    """fast-downward's plan from ``state`` (stored per game by the full state)."""
+    key = stable_hash(sorted(" ".join(fact) for fact in state.facts))
+    plan = game.plans.get(key)
+    if plan is None:
+        plan = game.plans[key] = _search(game, state)
+    return plan
+
+
+def _search(game: NativeGame, state: State) -> tuple[str, ...]:
+    """Run fast-downward on the game's optimised SAS translation with its initial state set
+    to ``state``, and write the plan's commands as TextWorld's planner interface does."""
+    try:
+        import fast_downward
+    except ImportError:
+        raise ImportError(
+            "alfworld: the expert left the walkthrough and must replan, which needs "
+            'fast-downward: pip install -e ".[alfworld]"'
+        ) from None
+    if game.replan_sas is None:
+        with _argv_kept():  # fast-downward's translator rewrites sys.argv
+            _, sas = fast_downward.pddl2sas(
+                game.world.domain_text, game.data["pddl_problem"], optimize=True
+            )
+        game.replan_sas = sas
+    lib = _planner_library(fast_downward)
+    if not lib.solve_sas(_with_initial_state(game.replan_sas, state).encode("utf-8"), False):
+        return ()
+    operators = (fast_downward.Operator * lib.get_last_plan_length())()
+    lib.get_last_plan(operators)
+    commands = []
+    for operator in operators:
+        name, *arguments = operator.name.split()
+        schema = game.world.domain.actions[name]
+        names = {
+            param.lstrip("?"): game.deriver.entities[value].name
+            for (param, _), value in zip(schema.parameters, arguments, strict=False)
+        }
+        template = game.deriver.grammar.actions[name].template
+        commands.append((_PLANNED_GOTO if name == "gotolocation" else template).format(**names))
+    return tuple(commands)
+
+
+@lru_cache(maxsize=1)
+def _planner_library(fast_downward: Any) -> Any:
+    return fast_downward.load_lib()
+
+
+def _with_initial_state(sas: str, state: State) -> str:
+    """``sas`` with its ``begin_state`` section set to ``state``: each variable takes the
+    value whose atom holds, else its ``NegatedAtom`` value, else ``<none of those>``; derived
+    variables keep their default."""
+    lines = sas.split("\n")
+    values: list[int] = []
+    index = 0
+    begin = lines.index("begin_state")
+    while index < begin:
+        if lines[index] != "begin_variable":
+            index += 1
+            continue
+        layer = int(lines[index + 2])
+        count = int(lines[index + 3])
+        names = lines[index + 4 : index + 4 + count]
+        value = -1
+        if layer == -1:
+            for number, atom in enumerate(names):
+                if atom.startswith("Atom ") and _sas_fact(atom[5:]) in state.facts:
+                    value = number
+                    break
+            else:
+                for number, atom in enumerate(names):
+                    if atom.startswith("NegatedAtom ") or atom == "<none of those>":
+                        value = number
+        values.append(value)
+        index += 4 + count
+    end = lines.index("end_state")
+    defaults = [int(line) for line in lines[begin + 1 : end]]
+    state_lines = [str(v if v >= 0 else d) for v, d in zip(values, defaults, strict=True)]
+    return "\n".join(lines[: begin + 1] + state_lines + lines[end:])
+
+
+def _sas_fact(text: str) -> Fact:
+    name, _, arguments = text.partition("(")
+    return (name, *(a for a in arguments.rstrip(")").split(", ") if a))
+
+
+@contextlib.contextmanager
+def _argv_kept() -> Any:
+    saved = sys.argv
+    try:
+        yield
+    finally:
+        sys.argv = saved
