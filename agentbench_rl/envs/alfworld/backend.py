@@ -43,15 +43,11 @@ from textworld.logic import Proposition
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.alfworld.data import GameCache
-
-#: Answer to any command the game does not accept (TextWorld's own wording).
-NOTHING_HAPPENS = "Nothing happens."
-#: TextWorld lists ``help`` among the admissible commands; ALFWorld agents never get it.
-_HIDDEN_COMMANDS = frozenset({"help"})
-#: Facts left out of the state hash: ``checked(x)`` records that the agent looked at x; no
-#: precondition, goal or feedback text of the ALFWorld domain reads it, so two states that
-#: differ only there behave alike (and "look" or "inventory" leave the state as it was).
-_HISTORY_PREDICATES = frozenset({"checked"})
+from agentbench_rl.envs.alfworld.native import (
+    HIDDEN_COMMANDS,
+    HISTORY_PREDICATES,
+    NOTHING_HAPPENS,
+)
 
 
 def _pddl_to_sas(domain: str, problem: str, optimize: bool) -> tuple[Any, str]:
@@ -349,7 +345,7 @@ class AlfredGame:
 
     def _set_state(self, state: GameState) -> None:
         self._state = state
-        self._admissible = [c for c in state["admissible_commands"] if c not in _HIDDEN_COMMANDS]
+        self._admissible = [c for c in state["admissible_commands"] if c not in HIDDEN_COMMANDS]
         self._admissible_set = frozenset(self._admissible)
         self._state_hash = None
 
@@ -388,7 +384,7 @@ class AlfredGame:
             facts = sorted(
                 str(fact)
                 for fact in self._pddl._pddl_state.facts
-                if not fact.is_negation and fact.name not in _HISTORY_PREDICATES
+                if not fact.is_negation and fact.name not in HISTORY_PREDICATES
             )
             self._state_hash = stable_hash(facts)
         return self._state_hash

@@ -56,7 +56,7 @@ from agentbench_rl.envs.alfworld.pddl import (
     parse_domain,
     parse_problem,
 )
-from agentbench_rl.envs.alfworld.textgen import Deriver, Entity, Grammar, parse_logic
+from agentbench_rl.envs.alfworld.textgen import Deriver, Entity, parse_logic
 
 #: Answer to any command the game does not accept (TextWorld's own wording).
 NOTHING_HAPPENS = "Nothing happens."
@@ -73,11 +73,6 @@ _PLANNED_GOTO = "go to {r}"
 @lru_cache(maxsize=8)
 def _domain(text: str) -> Domain:
     return parse_domain(text)
-
-
-@lru_cache(maxsize=8)
-def _grammar_rules(text_without_task: str) -> Grammar:
-    return parse_logic(text_without_task)
 
 
 def display_names(ids: Iterable[str]) -> dict[str, str]:
