@@ -518,6 +518,22 @@ def bench_envs(
         _fail(str(problem))
 
 
+@bench_app.command("alfworld")
+def bench_alfworld(
+    games: Annotated[int, typer.Option(min=1, help="valid_seen games to time.")] = 12,
+    workers: Annotated[
+        int | None, typer.Option(min=1, help="Parallel workers (default: CPUs, at most 8).")
+    ] = None,
+) -> None:
+    """ALFWorld's native engine against TextWorld per call (time, memory), and worker scaling."""
+    from agentbench_rl.bench.alfworld import report
+
+    try:
+        report(console_for(), games=games, workers=workers)
+    except (ImportError, FileNotFoundError) as problem:  # no TextWorld, or no game files
+        _fail(str(problem))
+
+
 @bench_app.command("estimators")
 def bench_estimators(
     quick: Annotated[bool, typer.Option(help="Smaller sizes, for a smoke run.")] = False,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import tarfile
 import tempfile
@@ -21,6 +22,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ALFWORLD_ARCHIVE = Path("alfworld") / "json_2.1.1.tar.gz"
 VALID_SPLITS = ("valid_seen", "valid_unseen")
+TRAIN_SAMPLE = 500  # train games the slow ALFWorld oracle plays
 
 
 DATA_MISSING = "benchmark data not found"
@@ -70,16 +72,19 @@ def shared_data_dir() -> Path:
     return path
 
 
-def _extract_valid_splits(archive: Path) -> Path:
-    """The valid splits of the archive, extracted once per archive version under /tmp."""
+def _extract(archive: Path, name: str, wanted: Any) -> Path:
+    """The archive's files for which ``wanted(member name)`` holds, extracted once under /tmp.
+
+    The folder is named by ``name`` and the archive's digest, and appears whole or not at all
+    (extracted beside it, then renamed), so a killed session leaves nothing half-made.
+    """
     digest = hashlib.sha256(archive.read_bytes()).hexdigest()[:16]
-    target = Path(tempfile.gettempdir()) / f"agentbench-alfworld-{digest}"
-    if (target / "json_2.1.1" / "valid_unseen").is_dir():
+    target = Path(tempfile.gettempdir()) / f"agentbench-{name}-{digest}"
+    if target.is_dir():
         return target
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
-    prefixes = tuple(f"json_2.1.1/{split}/" for split in VALID_SPLITS)
     with tarfile.open(archive) as tar:
-        members = [m for m in tar if m.isfile() and m.name.startswith(prefixes)]
+        members = [m for m in tar if m.isfile() and wanted(m.name)]
         # The "data" filter (Python >= 3.11.4) refuses anything that would leave the folder.
         safe: dict[str, Any] = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
         tar.extractall(staging, members=members, **safe)
@@ -90,7 +95,36 @@ def _extract_valid_splits(archive: Path) -> Path:
     return target
 
 
+def _extract_valid_splits(archive: Path) -> Path:
+    """The valid splits of the archive, extracted once per archive version under /tmp."""
+    prefixes = tuple(f"json_2.1.1/{split}/" for split in VALID_SPLITS)
+    return _extract(archive, "alfworld", lambda member: member.startswith(prefixes))
+
+
+def _extract_train_sample(archive: Path) -> tuple[Path, list[str]]:
+    """A seeded sample of :data:`TRAIN_SAMPLE` train games (task ids in manifest order)."""
+    from agentbench_rl.envs.alfworld.data import load_manifest
+
+    games = load_manifest("train").games
+    chosen = sorted(random.Random(0).sample(range(len(games)), TRAIN_SAMPLE))
+    task_ids = [games[index].task_id for index in chosen]
+    folders = {f"json_2.1.1/train/{task_id}/" for task_id in task_ids}
+    # A member's trial folder is its path up to the last slash.
+    folder = _extract(
+        archive,
+        f"alfworld-train{TRAIN_SAMPLE}",
+        lambda member: member[: member.rfind("/") + 1] in folders,
+    )
+    return folder, task_ids
+
+
 @pytest.fixture(scope="session")
 def alfworld_data(shared_data_dir: Path) -> Path:
     """A data folder holding valid_seen and valid_unseen (extracted from the shared archive)."""
     return _extract_valid_splits(shared_data_dir / ALFWORLD_ARCHIVE)
+
+
+@pytest.fixture(scope="session")
+def alfworld_train_sample(shared_data_dir: Path) -> tuple[Path, list[str]]:
+    """A data folder holding a seeded sample of train games, and their task ids."""
+    return _extract_train_sample(shared_data_dir / ALFWORLD_ARCHIVE)

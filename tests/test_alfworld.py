@@ -59,15 +59,27 @@ needs_backend = pytest.mark.skipif(
 
 
 # ---------------------------------------------------------------------- fixtures
-@pytest.fixture(scope="session")
-def seen_env(alfworld_data: Path) -> ALFWorldEnv:
-    """One warm valid_seen env shared by the tests (each test resets it)."""
+def _require_textworld() -> None:
     if not HAS_BACKEND:
         message = 'needs the alfworld extra: pip install -e ".[alfworld]"'
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    return ALFWorldEnv(split="valid_seen", data_dir=alfworld_data)
+
+
+@pytest.fixture(scope="session", params=["native", "textworld"])
+def seen_env(alfworld_data: Path, request: pytest.FixtureRequest) -> ALFWorldEnv:
+    """One warm valid_seen env per engine, shared by the tests (each test resets it)."""
+    if request.param == "textworld":
+        _require_textworld()
+    return ALFWorldEnv(split="valid_seen", data_dir=alfworld_data, backend=request.param)
+
+
+@pytest.fixture(scope="session")
+def textworld_env(alfworld_data: Path) -> ALFWorldEnv:
+    """A valid_seen env on TextWorld's engine, for the tests that reach into it."""
+    _require_textworld()
+    return ALFWorldEnv(split="valid_seen", data_dir=alfworld_data, backend="textworld")
 
 
 def play(env: ALFWorldEnv, actions: list[str]) -> list[tuple[str, float, bool, dict[str, Any]]]:
@@ -210,7 +222,6 @@ def test_install_command_reports_one_line(alfworld_data: Path, tmp_path: Path) -
     assert garbage.exit_code == 2 and "neither a zip nor a tar archive" in garbage.output
 
 
-@needs_backend
 def test_modified_game_is_refused_unless_allowed(alfworld_data: Path, tmp_path: Path) -> None:
     relative = Path("json_2.1.1") / "valid_seen" / LAMP_TASK / "game.tw-pddl"
     game = json.loads((alfworld_data / relative).read_text())
@@ -229,7 +240,6 @@ def test_modified_game_is_refused_unless_allowed(alfworld_data: Path, tmp_path: 
 
 
 # ---------------------------------------------------------------------- the episode contract
-@needs_backend
 def test_check_env_passes(alfworld_data: Path) -> None:
     from gymnasium.utils.env_checker import check_env
 
@@ -238,7 +248,6 @@ def test_check_env_passes(alfworld_data: Path) -> None:
     assert env_class("agentbench/ALFWorld-v0") is ALFWorldEnv
 
 
-@needs_backend
 def test_reset_shows_the_room_and_the_task(seen_env: ALFWorldEnv) -> None:
     obs, info = seen_env.reset(options={"task_id": LAMP_TASK})
     assert obs == (
@@ -261,7 +270,6 @@ def test_reset_shows_the_room_and_the_task(seen_env: ALFWorldEnv) -> None:
     assert (info["won"], info["score"], info["step"]) == (False, 0.0, 0)
 
 
-@needs_backend
 def test_walkthrough_wins_with_reward_one_on_the_last_step(seen_env: ALFWorldEnv) -> None:
     seen_env.reset(options={"task_id": LAMP_TASK})
     results = play(seen_env, LAMP_WALKTHROUGH)
@@ -281,7 +289,6 @@ def test_walkthrough_wins_with_reward_one_on_the_last_step(seen_env: ALFWorldEnv
         seen_env.step("look")
 
 
-@needs_backend
 def test_old_put_grammar_is_canonicalised(seen_env: ALFWorldEnv) -> None:
     assert canonical_command("put book 2 in/on sidetable 1") == "move book 2 to sidetable 1"
     assert canonical_command("put book 2 on sidetable 1") == "move book 2 to sidetable 1"
@@ -296,7 +303,6 @@ def test_old_put_grammar_is_canonicalised(seen_env: ALFWorldEnv) -> None:
     assert (reward, terminated, info["won"]) == (1.0, True, True)
 
 
-@needs_backend
 def test_equal_text_in_different_states_gets_different_state_hashes(
     seen_env: ALFWorldEnv,
 ) -> None:
@@ -333,7 +339,6 @@ BAD_INPUTS = [
 ]  # fmt: skip
 
 
-@needs_backend
 def test_bad_input_never_raises_and_changes_nothing(seen_env: ALFWorldEnv) -> None:
     _, start = seen_env.reset(options={"task_id": LAMP_TASK})
     rng = random.Random(0)
@@ -351,7 +356,6 @@ def test_bad_input_never_raises_and_changes_nothing(seen_env: ALFWorldEnv) -> No
     assert seen_env.step(b"\xff\xfe go to desk 1")[4]["action_valid"] is False  # type: ignore[arg-type]
 
 
-@needs_backend
 def test_step_limit_is_fifty(seen_env: ALFWorldEnv) -> None:
     seen_env.reset(options={"task_id": LAMP_TASK})
     for step in range(1, 51):
@@ -362,7 +366,6 @@ def test_step_limit_is_fifty(seen_env: ALFWorldEnv) -> None:
         seen_env.step("look")
 
 
-@needs_backend
 def test_reset_restores_the_initial_state(seen_env: ALFWorldEnv) -> None:
     first_obs, first = seen_env.reset(options={"task_id": BOOK_TASK})
     play(seen_env, BOOK_WALKTHROUGH[:2])
@@ -415,26 +418,26 @@ def test_expert_replans_after_a_detour(seen_env: ALFWorldEnv) -> None:
 
 
 @needs_backend
-def test_a_replanned_state_met_again_gets_the_stored_plan(seen_env: ALFWorldEnv) -> None:
+def test_a_replanned_state_met_again_gets_the_stored_plan(textworld_env: ALFWorldEnv) -> None:
     detour = ["go to drawer 1", "go to bed 2"]
-    seen_env.reset(options={"task_id": LAMP_TASK})
-    play(seen_env, detour)
-    game = seen_env._game._game
+    textworld_env.reset(options={"task_id": LAMP_TASK})
+    play(textworld_env, detour)
+    game = textworld_env._game._game
     game.plans.clear()
-    searched = seen_env.expert_action()  # off the walkthrough: a search, stored
+    searched = textworld_env.expert_action()  # off the walkthrough: a search, stored
     assert len(game.plans) == 1
     stored = list(next(iter(game.plans.values())))
 
-    seen_env.reset(options={"task_id": LAMP_TASK})  # the same state by the same detour again
-    play(seen_env, detour)
-    pddl_state = seen_env._game._pddl._pddl_state
+    textworld_env.reset(options={"task_id": LAMP_TASK})  # the same state by the same detour again
+    play(textworld_env, detour)
+    pddl_state = textworld_env._game._pddl._pddl_state
     calls: list[int] = []
     search = pddl_state.downward_lib.replan
     pddl_state.downward_lib.replan = lambda *a: calls.append(1) or search(*a)
     try:
-        assert seen_env.expert_action() == searched and not calls  # no second search
+        assert textworld_env.expert_action() == searched and not calls  # no second search
         game.plans.clear()  # and a fresh search from that state gives the stored plan
-        assert seen_env._game._pddl._pddl_state.replan(seen_env._game._pddl._entity_infos) == stored
+        assert pddl_state.replan(textworld_env._game._pddl._entity_infos) == stored
         assert calls == [1]
     finally:
         pddl_state.downward_lib.replan = search
@@ -446,7 +449,8 @@ def test_no_side_effects_on_argv_or_home(alfworld_data: Path, tmp_path: Path) ->
     code = (
         "import sys; sys.argv = ['probe', 'x']\n"
         "from agentbench_rl.envs.alfworld.env import ALFWorldEnv\n"
-        f"env = ALFWorldEnv(split='valid_seen', data_dir={str(alfworld_data)!r})\n"
+        f"env = ALFWorldEnv(split='valid_seen', data_dir={str(alfworld_data)!r}, "
+        "backend='textworld')\n"
         f"env.reset(options={{'task_id': {BOOK_TASK!r}}})\n"
         "import os; assert sys.argv == ['probe', 'x'], sys.argv\n"
         "assert 'ALFWORLD_DATA' not in os.environ\n"
@@ -457,31 +461,40 @@ def test_no_side_effects_on_argv_or_home(alfworld_data: Path, tmp_path: Path) ->
     assert not (tmp_path / ".cache").exists()
 
 
-def test_core_import_does_not_need_the_extra(tmp_path: Path) -> None:
-    # Block textworld and alfworld: the package imports, the class answers, make() says what
-    # to install in one line.
-    (tmp_path / "alfworld").mkdir()
+def test_alfworld_plays_without_the_extra(alfworld_data: Path) -> None:
+    # Block TextWorld, ALFWorld and the planner: the native engine plays the walkthrough (the
+    # core install plus the game files plays ALFWorld); the TextWorld engine and a replan off
+    # the walkthrough say in one line what to install.
     code = (
         "import sys\n"
-        "sys.modules['textworld'] = None; sys.modules['alfworld'] = None\n"
-        "import agentbench_rl\n"
+        "for name in ('textworld', 'alfworld', 'fast_downward', 'tatsu'):\n"
+        "    sys.modules[name] = None\n"
         "from agentbench_rl.envs import env_class, make\n"
         "assert len(env_class('alfworld').task_ids('valid_unseen')) == 134\n"
-        "try:\n"
-        f"    make('alfworld', split='valid_seen', data_dir={str(tmp_path)!r})\n"
-        "except ImportError as problem:\n"
-        "    print(problem)\n"
+        f"env = make('alfworld', split='valid_seen', data_dir={str(alfworld_data)!r})\n"
+        f"env.reset(options={{'task_id': {LAMP_TASK!r}}})\n"
+        "rewards = [env.step(env.expert_action())[1] for _ in range(3)]\n"
+        "assert rewards == [0.0, 0.0, 1.0] and env.won(), rewards\n"
+        f"env.reset(options={{'task_id': {LAMP_TASK!r}}}); env.step('go to bed 1')\n"
+        f"textworld = lambda: make('alfworld', data_dir={str(alfworld_data)!r}, "
+        "backend='textworld')\n"
+        "for attempt in (env.expert_action, textworld):\n"
+        "    try:\n"
+        "        attempt()\n"
+        "    except ImportError as problem:\n"
+        "        print(problem)\n"
     )
-    (tmp_path / "json_2.1.1" / "valid_seen").mkdir(parents=True)
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, check=True
     )
-    assert result.stdout.strip() == (
-        'alfworld: the ALFWorld env needs TextWorld and ALFWorld: pip install -e ".[alfworld]"'
-    )
+    assert result.stdout.splitlines() == [
+        "alfworld: the expert left the walkthrough and must replan, which needs fast-downward: "
+        'pip install -e ".[alfworld]"',
+        "alfworld: backend='textworld' needs TextWorld and ALFWorld: "
+        'pip install -e ".[alfworld]"',
+    ]
 
 
-@needs_backend
 def test_warm_resets_are_fast(seen_env: ALFWorldEnv) -> None:
     seen_env.reset(options={"task_id": BOOK_TASK})  # compiled once per process
     started = time.perf_counter()

@@ -1,10 +1,13 @@
 """The native ALFWorld engine against TextWorld's, the oracle: the same transcripts.
 
-Each test plays the same games on both engines (the expert's walkthrough, and seeded walks of
-uniform admissible commands with the expert's replans between) and requires, at every step, the
-same observation, admissible commands in the same order, reward, done, ``won`` and state hash.
-A difference is a bug, not a tolerance. The default run plays a sample of each valid split;
-``-m slow`` plays all 274 valid games.
+Each test plays the same games on both engines, the expert's walkthrough and a seeded walk of
+uniform admissible commands (an unknown command now and then), and requires at every step the
+same observation, admissible commands in the same order, validity, ``won`` (so reward, done and
+score) and state hash. A difference is a bug, not a tolerance. The default run plays a sample
+of each valid split, its walks mixed with the expert's replanned commands (its plans compared
+with TextWorld's where played); ``-m slow`` plays all 274 valid games and a seeded sample of 500
+train games with walks of 50 uniform steps (a replan can take seconds in a dead end, where
+neither planner finds a plan, so the full runs leave replans to the sample).
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import importlib.util
 import json
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from agentbench_rl.envs.alfworld import native
-from agentbench_rl.envs.alfworld.data import load_manifest, read_game, sha256_bytes
+from agentbench_rl.envs.alfworld.data import GameRecord, load_manifest, read_game, sha256_bytes
 from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 from agentbench_rl.envs.alfworld.pddl import (
     State,
@@ -111,14 +115,19 @@ def test_unknown_backend_is_refused(alfworld_data: Path) -> None:
 
 
 # ---------------------------------------------------------------------- against TextWorld
-def _compare(alfworld_data: Path, split: str, games: int | None, walk: int) -> int:
+def _compare(
+    data_dir: Path, records: Sequence[GameRecord], walk: int, expert_share: float = 0.0
+) -> int:
+    """Play ``records`` on both engines, the expert's walkthrough then a seeded walk of
+    ``walk`` steps that plays the expert's command with probability ``expert_share`` (a replan
+    each time it has left the plan; compared with TextWorld's) and else a uniform admissible
+    command or an unknown one; require the same at every step. Returns the steps played."""
     from agentbench_rl.envs.alfworld import backend as textworld
 
     oracle, ours = textworld.AlfredGame(), native.AlfredGame()
     steps = 0
-    records = load_manifest(split).games
-    for number, record in enumerate(records if games is None else records[:games]):
-        data = read_game(alfworld_data, record)
+    for number, record in enumerate(records):
+        data = read_game(data_dir, record)
         sha = sha256_bytes(data)
         game = json.loads(data)
         for mode in ("expert", "walk"):
@@ -133,9 +142,11 @@ def _compare(alfworld_data: Path, split: str, games: int | None, walk: int) -> i
                 assert ours.won() == oracle.won(), f"{where} {step}: won"
                 if oracle.won():
                     break
-                assert ours.expert_command() == oracle.expert_command(), f"{where} {step}: plan"
-                if mode == "expert" or rng.random() < 0.3:
+                # The plan is compared where it is played: a replan costs ~0.6 s on TextWorld,
+                # and seconds on both engines where no plan exists (a dead end).
+                if mode == "expert" or rng.random() < expert_share:
                     command = oracle.expert_command()
+                    assert ours.expert_command() == command, f"{where} {step}: plan"
                 else:
                     command = rng.choice([*oracle.admissible_commands(), "jump"])
                 assert ours.step(command) == oracle.step(command), f"{where} {step}: {command}"
@@ -148,20 +159,22 @@ def _compare(alfworld_data: Path, split: str, games: int | None, walk: int) -> i
 @needs_backend
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
 def test_native_plays_as_textworld_on_a_sample(alfworld_data: Path, split: str) -> None:
-    assert _compare(alfworld_data, split, SAMPLE, WALK) > 2 * SAMPLE
+    games = load_manifest(split).games[:SAMPLE]
+    assert _compare(alfworld_data, games, WALK, expert_share=0.3) > 2 * SAMPLE
 
 
 @needs_backend
 @pytest.mark.slow
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
 def test_native_plays_as_textworld_on_every_valid_game(alfworld_data: Path, split: str) -> None:
-    assert _compare(alfworld_data, split, None, 50) > 0
+    assert _compare(alfworld_data, load_manifest(split).games, 50) > 0
 
 
-def test_the_native_env_plays_without_textworld(alfworld_data: Path) -> None:
-    env = ALFWorldEnv(split="valid_seen", data_dir=alfworld_data, backend="native")
-    task = env.task_ids("valid_seen")[0]
-    obs, _ = env.reset(options={"task_id": task})
-    assert obs.splitlines()[-1] == "Your task is to: look at alarmclock under the desklamp."
-    rewards = [env.step(env.expert_action())[1] for _ in range(3)]
-    assert rewards == [0.0, 0.0, 1.0] and env.won()
+@needs_backend
+@pytest.mark.slow
+def test_native_plays_as_textworld_on_a_seeded_train_sample(
+    alfworld_train_sample: tuple[Path, list[str]],
+) -> None:
+    data_dir, task_ids = alfworld_train_sample
+    manifest = load_manifest("train")
+    assert _compare(data_dir, [manifest.get(task_id) for task_id in task_ids], 50) > 0

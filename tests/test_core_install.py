@@ -56,6 +56,7 @@ def commands() -> list[str]:
 
 #: A minimal call of each command (run in an empty folder): 0 where a core install can do it.
 MINIMAL = {
+    "bench alfworld": (["bench", "alfworld"], 2),
     "bench bipace-epsilon": (["bench", "bipace-epsilon"], 2),
     "bench engines": (["bench", "engines"], 2),
     "bench envs": (["bench", "envs", "--env", "sokoban", "--steps", "20"], 0),

@@ -42,10 +42,7 @@ def _missing(message: str) -> None:
 
 def _alfworld_kwargs(data: Path, tmp: Path) -> dict[str, Any]:
     from conftest import ALFWORLD_ARCHIVE, _extract_valid_splits
-    from test_alfworld import HAS_BACKEND
 
-    if not HAS_BACKEND:
-        _missing('needs the alfworld extra: pip install -e ".[alfworld]"')
     return {"data_dir": _extract_valid_splits(data / ALFWORLD_ARCHIVE)}
 
 

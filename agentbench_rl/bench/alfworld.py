@@ -1,17 +1,25 @@
-"""ALFWorld speed: our env against raw TextWorld, and the gain from parallel workers.
+"""ALFWorld speed: the native engine against TextWorld, and the gain from parallel workers.
 
-Raw TextWorld here means what ALFWorld's ``AlfredTWEnv`` runs per episode: TextWorld's
-``PddlEnv`` with ALFWorld's ``AlfredDemangler`` and ``AlfredInfos`` wrappers, ``load`` of the
-game file and ``reset`` (TextWorld's gym wrapper loads the game on every reset). Both play the
-walkthrough stored in each game, so the steps timed are the same commands.
+Three engines play the same games side by side, each in a fresh process of its own (so a
+first reset is a first reset, and the memory figure is that engine's alone):
+
+* ``raw TextWorld``: what ALFWorld's ``AlfredTWEnv`` runs per episode, TextWorld's
+  ``PddlEnv`` with ALFWorld's ``AlfredDemangler`` and ``AlfredInfos`` wrappers, ``load`` of the
+  game file and ``reset`` (TextWorld's gym wrapper loads the game on every reset);
+* ``agentbench, TextWorld engine``: our env with ``backend="textworld"``;
+* ``agentbench, native``: our env with its default engine.
+
+All play the walkthrough stored in each game, so the steps timed are the same commands.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import resource
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +28,6 @@ from rich.table import Table
 
 from agentbench_rl.envs.alfworld.data import (
     TASK_TYPES,
-    DataMissingError,
     load_manifest,
     require_split_data,
     resolve_data_dir,
@@ -28,21 +35,27 @@ from agentbench_rl.envs.alfworld.data import (
 from agentbench_rl.extras import install_hint
 
 SPLIT = "valid_seen"
+#: The issue's goals for the native engine over raw TextWorld.
+STEP_GOAL, FIRST_RESET_GOAL = 10.0, 20.0
 
 
 @dataclass(frozen=True)
 class CallTimes:
-    """Mean seconds per call over the benchmarked games.
+    """Mean seconds per call over the benchmarked games, and the memory the engine took.
 
     Attributes:
         first_reset: reset on a game not played before in the process.
         repeat_reset: reset on a game played before.
         step: one walkthrough command.
+        memory_mb: the process's resident memory after playing every game, less that of the
+            same process before the engine was imported (its libraries, the compiled games it
+            keeps, one env).
     """
 
     first_reset: float
     repeat_reset: float
     step: float
+    memory_mb: float
 
 
 def pick_games(count: int, split: str = SPLIT) -> list[str]:
@@ -63,8 +76,19 @@ def pick_games(count: int, split: str = SPLIT) -> list[str]:
     return picked
 
 
+def _rss_mb() -> float:
+    """The process's resident memory now (Linux), else its peak (``ru_maxrss``)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except OSError:  # no /proc: ru_maxrss is in bytes on macOS, in kilobytes elsewhere
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
+
+
 def time_textworld(task_ids: Sequence[str], data_dir: str) -> CallTimes:
     """Raw TextWorld + ALFWorld wrappers: load+reset (twice per game) and walkthrough steps."""
+    before = _rss_mb()
     import textworld
     from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
 
@@ -92,14 +116,16 @@ def time_textworld(task_ids: Sequence[str], data_dir: str) -> CallTimes:
                     steps += 1
             else:
                 repeat += elapsed
-    return CallTimes(first / len(task_ids), repeat / len(task_ids), step / max(steps, 1))
+    count = len(task_ids)
+    return CallTimes(first / count, repeat / count, step / max(steps, 1), _rss_mb() - before)
 
 
-def time_agentbench(task_ids: Sequence[str], data_dir: str) -> CallTimes:
-    """Our env: first and repeated reset of each game, and its walkthrough steps."""
+def time_agentbench(task_ids: Sequence[str], data_dir: str, backend: str) -> CallTimes:
+    """Our env on ``backend``: first and repeated reset of each game, its walkthrough steps."""
+    before = _rss_mb()
     from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 
-    env = ALFWorldEnv(split=SPLIT, data_dir=data_dir)
+    env = ALFWorldEnv(split=SPLIT, data_dir=data_dir, backend=backend)
     first = repeat = step = 0.0
     steps = 0
     for task_id in task_ids:
@@ -116,7 +142,27 @@ def time_agentbench(task_ids: Sequence[str], data_dir: str) -> CallTimes:
         started = time.perf_counter()
         env.reset(options={"task_id": task_id})
         repeat += time.perf_counter() - started
-    return CallTimes(first / len(task_ids), repeat / len(task_ids), step / max(steps, 1))
+    count = len(task_ids)
+    return CallTimes(first / count, repeat / count, step / max(steps, 1), _rss_mb() - before)
+
+
+#: The engines compared, by label: how each is timed.
+ENGINES: dict[str, Callable[[Sequence[str], str], CallTimes]] = {
+    "raw TextWorld": time_textworld,
+    "agentbench, TextWorld engine": lambda ids, folder: time_agentbench(ids, folder, "textworld"),
+    "agentbench, native": lambda ids, folder: time_agentbench(ids, folder, "native"),
+}
+
+
+def _time_engine(label: str, task_ids: Sequence[str], data_dir: str) -> CallTimes:
+    return ENGINES[label](task_ids, data_dir)
+
+
+def time_in_fresh_process(label: str, task_ids: Sequence[str], data_dir: str) -> CallTimes:
+    """:data:`ENGINES` ``[label]`` timed in a spawned process of its own."""
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        return pool.apply(_time_engine, (label, list(task_ids), data_dir))
 
 
 # ---------------------------------------------------------------------- parallel workers
@@ -194,11 +240,12 @@ def time_ray_actors(task_ids: Sequence[str], data_dir: str, workers: int) -> Par
     import ray
     from ray.util import ActorPool
 
+    from agentbench_rl.rollout.ray_workers import init_ray
+
     remote_actor: Any = ray.remote(EpisodeActor)
     started = time.perf_counter()
     own_cluster = not ray.is_initialized()  # a caller's cluster is used as it is, and kept
-    if own_cluster:
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+    init_ray(num_cpus=workers)
     try:
         actors = [remote_actor.remote(data_dir) for _ in range(workers)]
         ray.get([actor.ready.remote() for actor in actors])
@@ -214,6 +261,39 @@ def time_ray_actors(task_ids: Sequence[str], data_dir: str, workers: int) -> Par
     return ParallelRun(warm - started, done - warm)
 
 
+def per_call_table(figures: dict[str, CallTimes], games: int) -> Table:
+    """One row per call and engine, with each engine's speed-up over raw TextWorld.
+
+    Example:
+        >>> slow = CallTimes(1.0, 0.5, 0.01, 300.0)
+        >>> fast = CallTimes(0.02, 0.001, 0.0005, 40.0)
+        >>> table = per_call_table({"raw TextWorld": slow, "agentbench, native": fast}, 2)
+        >>> [column.header for column in table.columns][1:]
+        ['raw TextWorld', 'agentbench, native']
+        >>> list(table.columns[2].cells)[2]
+        '0.50 ms (20.0x)'
+    """
+    raw = figures["raw TextWorld"]
+    table = Table(title=f"ALFWorld per call ({games} {SPLIT} games, walkthrough steps)")
+    table.add_column("call")
+    for label in figures:
+        table.add_column(label, justify="right")
+
+    def cell(value: float, reference: float, label: str) -> str:
+        ratio = "" if label == "raw TextWorld" else f" ({reference / value:.1f}x)"
+        return f"{1000 * value:.2f} ms{ratio}"
+
+    for call, name in (
+        ("reset, first visit of a game", "first_reset"),
+        ("reset, game played before", "repeat_reset"),
+        ("step", "step"),
+    ):
+        reference = getattr(raw, name)
+        table.add_row(call, *(cell(getattr(f, name), reference, lab) for lab, f in figures.items()))
+    table.add_row("memory, one env (MB)", *(f"{f.memory_mb:.0f}" for f in figures.values()))
+    return table
+
+
 def report(console: Console, games: int = 12, workers: int | None = None) -> None:
     """Print ALFWorld's speed tables: per-call times against raw TextWorld, and worker scaling.
 
@@ -222,35 +302,27 @@ def report(console: Console, games: int = 12, workers: int | None = None) -> Non
         games: valid_seen games to time (the task types in turn).
         workers: parallel workers to compare with one (default: the CPU count, at most 8).
 
+    Raises:
+        DataMissingError: no valid_seen game files.
+        ImportError: no TextWorld to compare with (the ``alfworld`` extra).
+
     Example:
         >>> report(Console(), games=6)  # doctest: +SKIP
     """
     data_dir = resolve_data_dir()
-    try:
-        require_split_data(data_dir, SPLIT)
-        from agentbench_rl.envs.alfworld.env import load_backend
+    require_split_data(data_dir, SPLIT)
+    from agentbench_rl.envs.alfworld.env import load_backend
 
-        load_backend(data_dir)
-    except (DataMissingError, ImportError) as problem:
-        console.print(f"ALFWorld bench skipped: {problem}")
-        return
+    load_backend(data_dir, "textworld")  # the comparison needs TextWorld
     task_ids = pick_games(games)
     folder = str(data_dir)
-    raw = time_textworld(task_ids, folder)
-    ours = time_agentbench(task_ids, folder)
-
-    table = Table(title=f"ALFWorld per call ({len(task_ids)} {SPLIT} games, walkthrough steps)")
-    for column in ("call", "raw TextWorld (ms)", "agentbench (ms)", "speed-up"):
-        table.add_column(column, justify="left" if column == "call" else "right")
-    for label, raw_s, ours_s in (
-        ("reset, first visit of a game", raw.first_reset, ours.first_reset),
-        ("reset, game played before", raw.repeat_reset, ours.repeat_reset),
-        ("step", raw.step, ours.step),
-    ):
-        table.add_row(
-            label, f"{1000 * raw_s:.1f}", f"{1000 * ours_s:.1f}", f"{raw_s / ours_s:.1f}x"
-        )
-    console.print(table)
+    figures = {label: time_in_fresh_process(label, task_ids, folder) for label in ENGINES}
+    console.print(per_call_table(figures, len(task_ids)))
+    raw, native = figures["raw TextWorld"], figures["agentbench, native"]
+    console.print(
+        f"native over raw TextWorld: step {raw.step / native.step:.1f}x (goal {STEP_GOAL:g}x), "
+        f"first reset {raw.first_reset / native.first_reset:.1f}x (goal {FIRST_RESET_GOAL:g}x)"
+    )
 
     count = workers or min(os.cpu_count() or 1, 8)
     scaling = Table(title=f"ALFWorld expert episodes on {len(task_ids)} new games, warm workers")

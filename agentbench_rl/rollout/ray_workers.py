@@ -25,17 +25,19 @@ def _ray() -> Any:
     return ray
 
 
-def init_ray(address: str | None = None) -> Any:
-    """``ray.init`` once: a local instance (no dashboard, temp dir under the system's temp) or
-    the cluster at ``address``; returns the ``ray`` module."""
+def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
+    """``ray.init`` once: a local instance (no dashboard, temp dir under the system's temp,
+    ``num_cpus`` declared if given) or the cluster at ``address``; returns the ``ray`` module."""
     ray = _ray()
     if not ray.is_initialized():
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # else Ray writes ~/.ray
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address:
             kwargs["address"] = address
         else:
             kwargs["_temp_dir"] = os.path.join(tempfile.gettempdir(), "agentbench-ray")
+            if num_cpus is not None:
+                kwargs["num_cpus"] = num_cpus
         ray.init(**kwargs)
     return ray
 

@@ -1,1 +1,1 @@
-"""``agentbench/ALFWorld-v0``: ALFWorld text games on TextWorld (see envs/alfworld/README.md)."""
+"""``agentbench/ALFWorld-v0``: ALFWorld text games, native engine (see envs/alfworld/README.md)."""

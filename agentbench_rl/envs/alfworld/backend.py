@@ -47,6 +47,7 @@ from agentbench_rl.envs.alfworld.native import (
     HIDDEN_COMMANDS,
     HISTORY_PREDICATES,
     NOTHING_HAPPENS,
+    PlanFollower,
 )
 
 
@@ -331,8 +332,7 @@ class AlfredGame:
         self._admissible: list[str] = []
         self._admissible_set: frozenset[str] = frozenset()
         self._state_hash: str | None = None
-        self._plan: list[str] | None = None
-        self._plan_index = 0
+        self._expert = PlanFollower()
 
     def start(self, game: CompiledGame) -> str:
         """Load ``game`` (unless it is the current one), reset it, return the intro text."""
@@ -340,7 +340,7 @@ class AlfredGame:
             self._env.load(game)
             self._game = game
         self._set_state(self._env.reset())
-        self._plan, self._plan_index = game.walkthrough, 0
+        self._expert.start(game.walkthrough)
         return str(self._state.feedback) if self._state is not None else ""
 
     def _set_state(self, state: GameState) -> None:
@@ -356,15 +356,8 @@ class AlfredGame:
         before = self.state_hash()
         state, _, _ = self._env.step(command)
         self._set_state(state)
-        self._follow_plan(command, before)
+        self._expert.played(command, state_changed=self.state_hash() != before)
         return str(state.feedback), True
-
-    def _follow_plan(self, command: str, state_before: str) -> None:
-        plan = self._plan
-        if plan is not None and self._plan_index < len(plan) and plan[self._plan_index] == command:
-            self._plan_index += 1
-        elif self.state_hash() != state_before:
-            self._plan = None  # off the plan: the expert replans on its next call
 
     def admissible_commands(self) -> list[str]:
         """The commands the game accepts now (TextWorld's sorted list, without ``help``)."""
@@ -391,10 +384,8 @@ class AlfredGame:
 
     def expert_command(self) -> str:
         """The next walkthrough command; a fresh plan if play left the walkthrough."""
-        if self._plan is None or self._plan_index >= len(self._plan):
-            self._plan = self._pddl._pddl_state.replan(self._pddl._entity_infos) or ["look"]
-            self._plan_index = 0
-        return self._plan[self._plan_index]
+        pddl = self._pddl
+        return self._expert.command(lambda: pddl._pddl_state.replan(pddl._entity_infos))
 
     def close(self) -> None:
         """Drop the game; the planner library copy stays loaded until the process exits.

@@ -1,8 +1,10 @@
-"""``agentbench/ALFWorld-v0``: ALFWorld's text games on TextWorld, one game per task id.
+"""``agentbench/ALFWorld-v0``: ALFWorld's text games, one game per task id.
 
-The split manifests and everything the harness asks of the class (``task_ids``,
-``split_checksum``) work without TextWorld; TextWorld and ALFWorld are imported when an env is
-made (``pip install -e ".[alfworld]"``).
+The games are played by the native engine (:mod:`~agentbench_rl.envs.alfworld.native`), which
+needs nothing beyond this package and the game files. TextWorld's engine stays available as
+``backend="textworld"`` (the oracle the native one is tested against, step by step); it, and
+the expert's replanning off the stored walkthrough (fast-downward), need the ``alfworld`` extra
+(``pip install -e ".[alfworld]"``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
 from agentbench_rl.extras import install_hint
 
 EXTRA_HINT = install_hint("alfworld")
+DEFAULT_BACKEND = "native"
 _BACKEND_PACKAGES = frozenset({"textworld", "alfworld", "fast_downward", "tatsu"})
 
 # ALFWorld's first grammar placed objects with "put X in/on Y"; the games we ship (and
@@ -68,13 +71,13 @@ def _alfworld_data_env(data_dir: Path) -> Iterator[None]:
             os.environ["ALFWORLD_DATA"] = saved
 
 
-#: The engines that play the games: ``native`` (:mod:`~agentbench_rl.envs.alfworld.native`,
-#: this package's own reader of the game files) and ``textworld`` (TextWorld's PDDL backend,
-#: the oracle the native one is tested against).
-BACKENDS = ("textworld", "native")
+#: The engines that play the games: ``native`` (the default,
+#: :mod:`~agentbench_rl.envs.alfworld.native`, this package's own reader of the game files) and
+#: ``textworld`` (TextWorld's PDDL backend, the oracle the native one is tested against).
+BACKENDS = ("native", "textworld")
 
 
-def load_backend(data_dir: Path, name: str = "textworld") -> ModuleType:
+def load_backend(data_dir: Path, name: str = DEFAULT_BACKEND) -> ModuleType:
     """Import the engine, or raise ``ImportError`` saying which extra to install.
 
     Example:
@@ -93,20 +96,21 @@ def load_backend(data_dir: Path, name: str = "textworld") -> ModuleType:
     except ImportError as problem:
         if (problem.name or "").split(".")[0] in _BACKEND_PACKAGES:
             raise ImportError(
-                f"alfworld: the ALFWorld env needs TextWorld and ALFWorld: {EXTRA_HINT}"
+                f"alfworld: backend='textworld' needs TextWorld and ALFWorld: {EXTRA_HINT}"
             ) from None
         raise
     return backend
 
 
 class ALFWorldEnv(TextAgentEnv[str]):
-    """ALFWorld's household tasks as text games (TextWorld's PDDL backend).
+    """ALFWorld's household tasks as text games.
 
     An episode is one game: the observation is the text ALFWorld answers with (at reset, the
     room and "Your task is to: ..."), the action is one command such as ``go to desk 1``,
     reward 1 when the task is done, at most 50 steps. ``obs_hash`` hashes the observation
-    text; ``state_hash`` hashes the true TextWorld facts, so "Nothing happens." in two
-    different states gets two state hashes.
+    text; ``state_hash`` hashes the true facts (as TextWorld writes them), so "Nothing
+    happens." in two different states gets two state hashes. Both engines give the same
+    texts, admissible commands, rewards and state hashes.
 
     Args:
         split: ``train``, ``valid_seen`` (in-distribution eval) or ``valid_unseen``
@@ -117,8 +121,9 @@ class ALFWorldEnv(TextAgentEnv[str]):
             ``~/.cache/alfworld``).
         allow_modified_games: play a game whose sha256 differs from the manifest (with a
             warning) instead of refusing it; results must record this flag.
-        backend: ``textworld`` (TextWorld's engine, needs the ``alfworld`` extra) or
-            ``native`` (this package's reader of the game files; the same transcripts).
+        backend: ``native`` (default: this package's reader of the game files) or
+            ``textworld`` (TextWorld's engine, needs the ``alfworld`` extra; the same
+            transcripts).
 
     Example:
         >>> env = ALFWorldEnv(split="valid_seen")  # doctest: +SKIP
@@ -135,7 +140,9 @@ class ALFWorldEnv(TextAgentEnv[str]):
         "You are a household agent. Complete the task described in the observation."
     )
     default_max_steps: ClassVar[int] = 50
-    thread_safe: ClassVar[bool] = False  # TextWorld's PDDL parser is one module-level object
+    # TextWorld's PDDL parser and fast-downward's planner (the expert's replans, both engines)
+    # are one object per process.
+    thread_safe: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -144,7 +151,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         render_mode: str | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         allow_modified_games: bool = False,
-        backend: str = "textworld",
+        backend: str = DEFAULT_BACKEND,
     ) -> None:
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         self.observation_space = text_space()
@@ -254,7 +261,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         return str(self._game.state_hash())
 
     def admissible_actions(self) -> list[str]:
-        """The commands TextWorld accepts now, sorted, without ``help``.
+        """The commands the game accepts now, sorted, without ``help``.
 
         Example:
             >>> env.admissible_actions()[:2]  # doctest: +SKIP
@@ -290,7 +297,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         return str(self._game.expert_command())
 
     def close(self) -> None:
-        """Release the planner library of this env's TextWorld environment."""
+        """Drop the engine's game."""
         game = getattr(self, "_game", None)
         if game is not None:
             game.close()

@@ -37,7 +37,7 @@ import contextlib
 import itertools
 import sys
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -194,6 +194,49 @@ def compile_game(data: dict[str, Any], sha256: str) -> NativeGame:
 COMPILED_GAMES = GameCache(compile_game)
 
 
+class PlanFollower:
+    """Where the expert is in its plan: the game's walkthrough first, a fresh plan whenever
+    play has left it (both engines follow their plans by this one rule).
+
+    A played command that is the plan's next one advances it; any other command that changes
+    the state drops the plan, so the next :meth:`command` asks for a new one; a command that
+    changes nothing ("Nothing happens.", looking around) keeps it.
+
+    Example:
+        >>> follower = PlanFollower()
+        >>> follower.start(["go to desk 1", "take mug 1 from desk 1"])
+        >>> follower.played("go to desk 1", state_changed=True)
+        >>> follower.command(replan=lambda: ["look"])
+        'take mug 1 from desk 1'
+        >>> follower.played("go to bed 1", state_changed=True)
+        >>> follower.command(replan=lambda: ["go to desk 1"])
+        'go to desk 1'
+    """
+
+    def __init__(self) -> None:
+        self._plan: Sequence[str] | None = None
+        self._index = 0
+
+    def start(self, walkthrough: Sequence[str]) -> None:
+        """Follow ``walkthrough`` from its first command."""
+        self._plan, self._index = walkthrough, 0
+
+    def played(self, command: str, state_changed: bool) -> None:
+        """Record that ``command`` was played (and whether it changed the state)."""
+        plan = self._plan
+        if plan is not None and self._index < len(plan) and plan[self._index] == command:
+            self._index += 1
+        elif state_changed:
+            self._plan = None  # off the plan: a new one on the next call
+
+    def command(self, replan: Callable[[], Sequence[str]]) -> str:
+        """The plan's next command, from ``replan()`` if there is none (``look`` if that
+        finds no plan either)."""
+        if self._plan is None or self._index >= len(self._plan):
+            self._plan, self._index = list(replan()) or ["look"], 0
+        return self._plan[self._index]
+
+
 class AlfredGame:
     """Plays native games one after another (the same interface as the TextWorld backend's
     ``AlfredGame``).
@@ -213,8 +256,7 @@ class AlfredGame:
         self._admissible: list[str] = []
         self._won = False
         self._state_hash: str | None = None
-        self._plan: list[str] | None = None
-        self._plan_index = 0
+        self._expert = PlanFollower()
 
     def start(self, game: NativeGame) -> str:
         """Begin ``game`` from its initial state; returns the intro text."""
@@ -222,7 +264,7 @@ class AlfredGame:
         self._truth = game.initial.copy()
         self._facts = game.initial.copy()
         self._refresh()
-        self._plan, self._plan_index = game.walkthrough, 0
+        self._expert.start(game.walkthrough)
         return game.intro
 
     def _refresh(self) -> None:
@@ -251,15 +293,8 @@ class AlfredGame:
         feedback_rule = game.deriver.grammar.actions[action.schema.name].feedback
         feedback = game.deriver.derive(feedback_rule, self._facts, game.mapping(action))
         self._refresh()
-        self._follow_plan(command, before)
+        self._expert.played(command, state_changed=self.state_hash() != before)
         return feedback, True
-
-    def _follow_plan(self, command: str, state_before: str) -> None:
-        plan = self._plan
-        if plan is not None and self._plan_index < len(plan) and plan[self._plan_index] == command:
-            self._plan_index += 1
-        elif self.state_hash() != state_before:
-            self._plan = None  # off the plan: the expert replans on its next call
 
     def admissible_commands(self) -> list[str]:
         """The commands the game accepts now (sorted, without ``help``)."""
@@ -281,11 +316,9 @@ class AlfredGame:
 
     def expert_command(self) -> str:
         """The next walkthrough command; a fresh plan if play left the walkthrough."""
-        if self._plan is None or self._plan_index >= len(self._plan):
-            assert self._game is not None
-            self._plan = list(replan(self._game, self._truth)) or ["look"]
-            self._plan_index = 0
-        return self._plan[self._plan_index]
+        game = self._game
+        assert game is not None
+        return self._expert.command(lambda: replan(game, self._truth))
 
     def close(self) -> None:
         """Drop the game."""
