@@ -14,7 +14,12 @@ pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
 from agentbench_rl.envs import make  # noqa: E402
-from agentbench_rl.models.policy import Policy, pack, response_logprobs  # noqa: E402
+from agentbench_rl.models.policy import (  # noqa: E402
+    Policy,
+    choice_logprobs,
+    pack,
+    response_logprobs,
+)
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny, build_tokenizer  # noqa: E402
 from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
 from agentbench_rl.rollout.batched import rollout_groups  # noqa: E402
@@ -323,3 +328,30 @@ def test_training_log_probs_are_the_drawn_actions_and_keep_mass_on_actions(
     grads = [q.grad for q in policy.model.parameters() if q.grad is not None]
     assert grads and all(bool(torch.isfinite(g).all()) for g in grads)
     policy.model.zero_grad()
+
+
+def test_choose_entropy_and_its_gradient_with_rows_of_unequal_width(
+    tiny: tuple[Any, Any],
+) -> None:
+    # Row 0 has three admissible actions, row 1 one: row 1's padded columns must give neither
+    # entropy nor a NaN gradient (a real ALFWorld batch: every row has its own count).
+    model, tokenizer = tiny
+    prompts = [tokenizer.encode("a b"), tokenizer.encode("c")]
+    choices = [[tokenizer.encode(w) for w in ("up", "down", "left")], [tokenizer.encode("up")]]
+    logprobs, entropy = choice_logprobs(
+        model, prompts, choices, [1, 0], tokenizer.pad_token_id, with_entropy=True
+    )
+    assert entropy is not None
+    probabilities = logprobs.detach().exp()
+    assert float(probabilities[1]) == pytest.approx(1.0) and float(entropy[1].detach()) == 0.0
+    # Row 0 by hand from its own three probabilities.
+    pad = tokenizer.pad_token_id
+    each = [
+        float(choice_logprobs(model, prompts[:1], choices[:1], [k], pad)[0][0].detach())
+        for k in range(3)
+    ]
+    assert float(entropy[0].detach()) == pytest.approx(-sum(np.exp(v) * v for v in each), rel=1e-5)
+    model.zero_grad()
+    (entropy.sum() + logprobs.sum()).backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(bool(torch.isfinite(g).all()) for g in grads)

@@ -345,9 +345,10 @@ def choice_logprobs(
     logprobs = log_policy.gather(1, picked[:, None]).squeeze(1)
     entropy = None
     if with_entropy:
-        present = torch.isfinite(table)
-        terms = torch.where(present, log_policy.exp() * log_policy, 0.0)
-        entropy = -terms.sum(dim=1)
+        # Masked before the product: a padded column's 0 * -inf would make the gradient NaN
+        # in every row that has fewer actions than the widest one.
+        log_present = torch.where(torch.isfinite(table), log_policy, 0.0)
+        entropy = -(log_present.exp() * log_present * torch.isfinite(table)).sum(dim=1)
     return logprobs, entropy
 
 

@@ -432,9 +432,14 @@ def ppo_update(
                 loss.backward()
                 for key, value in stats.items():
                     sums[key] = sums.get(key, 0.0) + value
-            grad_norms.append(
-                float(torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm))
+            grad_norm = float(
+                torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
             )
+            if not np.isfinite(grad_norm):  # a step would make every weight NaN
+                raise FloatingPointError(
+                    f"ppo: the gradient is not finite (norm {grad_norm}); no update was applied"
+                )
+            grad_norms.append(grad_norm)
             optimizer.step()
             tokens_seen += n_tokens
     model.eval()
