@@ -25,6 +25,7 @@ from agentbench_rl.envs.alfworld import native
 from agentbench_rl.envs.alfworld.data import GameRecord, load_manifest, read_game, sha256_bytes
 from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 from agentbench_rl.envs.alfworld.pddl import (
+    Relaxation,
     State,
     World,
     disjunctive_normal_form,
@@ -41,6 +42,7 @@ needs_backend = pytest.mark.skipif(
 )
 SAMPLE = 8  # games per valid split in the default run
 WALK = 30  # steps of each random walk in the default run
+PILLOW_TASK = "look_at_obj_in_light-Pillow-None-DeskLamp-323/trial_T20190908_053153_077977"
 
 
 # ---------------------------------------------------------------------- the reader, by hand
@@ -178,3 +180,27 @@ def test_native_plays_as_textworld_on_a_seeded_train_sample(
     data_dir, task_ids = alfworld_train_sample
     manifest = load_manifest("train")
     assert _compare(data_dir, [manifest.get(task_id) for task_id in task_ids], 50) > 0
+
+
+def test_a_dead_end_is_proven_without_a_search(
+    alfworld_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The teddy bear can be taken but put nowhere, and the task needs the hands free for the
+    # pillow: no plan exists. The delete relaxation proves it (fast-downward searches ~8 s to
+    # find no plan; both answer "look"), and a solvable state still goes to the planner.
+    record = load_manifest("valid_seen").get(PILLOW_TASK)
+    data = read_game(alfworld_data, record)
+    game = native.COMPILED_GAMES.get(sha256_bytes(data), lambda: json.loads(data))
+    play = native.AlfredGame()
+    play.start(game)
+    assert Relaxation(game.world, play._truth).goal_reachable()
+    for command in ("go to bed 2", "take teddybear 1 from bed 2"):
+        assert play.step(command)[1]
+    assert not [c for c in play.admissible_commands() if c.startswith("move teddybear")]
+    assert not Relaxation(game.world, play._truth).goal_reachable()
+
+    def no_search(*_: object) -> tuple[str, ...]:
+        raise AssertionError("searched")
+
+    monkeypatch.setattr(native, "_search", no_search)
+    assert play.expert_command() == "look"

@@ -288,15 +288,19 @@ def play_group(
 
 
 @pytest.mark.parametrize(("env", "split", "task"), [("sokoban", "val", "val-0002"),
-                                                     ("textcraft", "test", None)])  # fmt: skip
+                                                     ("textcraft", "test", None),
+                                                     ("alfworld", "valid_seen", None)])  # fmt: skip
 def test_agent_loop_plays_a_group_against_an_openai_style_server(
     env: str, split: str, task: str | None, run: tuple[Path, Any], tiny: Policy,
-    server: TinyChatServer, tmp_path: Path,
+    server: TinyChatServer, tmp_path: Path, request: pytest.FixtureRequest,
 ) -> None:  # fmt: skip
     from agentbench_rl.envs import env_class
 
     task_id = task or env_class(env).task_ids(split)[0]
-    settings = VerlSettings(env=env, env_kwargs={"max_steps": 3}, history=1, reward="success")
+    env_kwargs: dict[str, Any] = {"max_steps": 3}
+    if env == "alfworld":  # the native engine: the verl env needs no TextWorld
+        env_kwargs["data_dir"] = str(request.getfixturevalue("alfworld_data"))
+    settings = VerlSettings(env=env, env_kwargs=env_kwargs, history=1, reward="success")
     manager = ChatServerManager(server.base_url, tiny.tokenizer)
     group = play_group(run[1], tiny, manager, settings, task_id, split, 3, tmp_path)
 
@@ -306,7 +310,7 @@ def test_agent_loop_plays_a_group_against_an_openai_style_server(
     assert len({record["state_key"] for record in first}) == 1
     from agentbench_rl.envs import make
 
-    start, info = make(env, split=split, max_steps=3).reset(options={"task_id": task_id})
+    start, info = make(env, split=split, **env_kwargs).reset(options={"task_id": task_id})
     expected = build_prompt(env, start, [], info["admissible_actions"], settings.prompt_config())
     assert manager.prompts.count(expected + "\n") >= 3  # every member's first prompt, verbatim
     # the tokens verl trains on are the tokens the harness's hf: agent reads

@@ -49,6 +49,7 @@ from agentbench_rl.envs.alfworld.pddl import (
     Domain,
     Fact,
     GroundAction,
+    Relaxation,
     State,
     World,
     changes_something,
@@ -376,11 +377,14 @@ def state_hash(state: State, object_types: dict[str, str]) -> str:
 
 
 def replan(game: NativeGame, state: State) -> tuple[str, ...]:
-    """fast-downward's plan from ``state`` (stored per game by the full state)."""
+    """fast-downward's plan from ``state`` (stored per game by the full state); none, without
+    a search, where the delete relaxation already proves that no plan exists (fast-downward
+    would find none either, after seconds of search)."""
     key = stable_hash(sorted(" ".join(fact) for fact in state.facts))
     plan = game.plans.get(key)
     if plan is None:
-        plan = game.plans[key] = _search(game, state)
+        solvable = Relaxation(game.world, state).goal_reachable()
+        plan = game.plans[key] = _search(game, state) if solvable else ()
     return plan
 
 

@@ -525,6 +525,78 @@ class World:
         return list(found)
 
 
+class Relaxation(World):
+    """The delete relaxation of a world from one state: a fact once reached stays reached,
+    and so does its absence.
+
+    A negated atom holds if the atom was false in the starting state or some reached action
+    deletes it; any other negated or universal condition is taken as true and effect
+    conditions as met. The facts reached are thus a superset of those any plan can reach, so
+    a goal the relaxation cannot reach proves that no plan exists (holding an object that no
+    receptacle takes, say), which fast-downward may need seconds of search to find out.
+
+    Example:
+        >>> domain = parse_domain('''(define (domain hand) (:predicates (held ?o) (free))
+        ...   (:action take :parameters (?o - object) :precondition (and (free))
+        ...     :effect (and (held ?o) (not (free))))
+        ...   (:action drop :parameters (?o - object) :precondition (and (held ?o) (light ?o))
+        ...     :effect (and (free) (not (held ?o)))))''')
+        >>> def reachable(init: str) -> bool:
+        ...     problem = parse_problem(f"(define (problem p) (:domain hand) "
+        ...         f"(:objects anvil pen - object) (:init {init}) (:goal (held pen)))")
+        ...     world = World(domain, problem)
+        ...     return Relaxation(world, State(problem.init)).goal_reachable()
+        >>> reachable("(held anvil) (light anvil)"), reachable("(held anvil)")
+        (True, False)
+    """
+
+    def __init__(self, world: World, state: State) -> None:
+        self.__dict__.update(world.__dict__)  # the same objects, types and grounding caches
+        self.start = state
+        self.deleted: set[Fact] = set()
+
+    def holds(self, formula: Formula, state: State, binding: Binding) -> bool:
+        """As :meth:`World.holds`, with negations and universals relaxed."""
+        if isinstance(formula, Not):
+            inner = formula.formula
+            if isinstance(inner, Atom) and inner.predicate != EQUALS:
+                fact = (inner.predicate, *(binding.get(t, t) for t in inner.terms))
+                return fact not in self.start.facts or fact in self.deleted
+            if not (isinstance(inner, Atom) and inner.predicate == EQUALS):
+                return True
+        if isinstance(formula, Forall):
+            return True
+        return super().holds(formula, state, binding)
+
+    def goal_reachable(self) -> bool:
+        """Whether the goal holds once every action reachable in the relaxation is applied."""
+        reached = self.start.copy()
+        goal = self.problem.goal
+        while not self.holds(goal, reached, {}):
+            changed = False
+            for schema in self.domain.actions.values():
+                for arguments in self.applicable(schema, reached):
+                    binding = dict(zip((n for n, _ in schema.parameters), arguments, strict=True))
+                    for effect in schema.effects:
+                        for fact in self._grounded(effect, binding):
+                            if effect.delete and fact not in self.deleted:
+                                self.deleted.add(fact)
+                                changed = True
+                            elif not effect.delete and fact not in reached:
+                                reached.add(fact)
+                                changed = True
+            if not changed:
+                return False
+        return True
+
+    def _grounded(self, effect: Effect, binding: Binding) -> Iterator[Fact]:
+        names = [name for name, _ in effect.variables]
+        domains = [self.objects_of(type_) for _, type_ in effect.variables]
+        for values in itertools.product(*domains):
+            inner = {**binding, **dict(zip(names, values, strict=True))}
+            yield (effect.atom.predicate, *(inner.get(t, t) for t in effect.atom.terms))
+
+
 def _conjuncts(formula: Formula) -> list[Formula]:
     if isinstance(formula, And):
         return [part for sub in formula.parts for part in _conjuncts(sub)]
