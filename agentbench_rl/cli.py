@@ -363,7 +363,13 @@ def train_command(
         from agentbench_rl.train.ppo import train
 
         metrics = train(train_config, out, resume=resume, console=console)
-    except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
+    except (
+        ValueError,
+        FileExistsError,
+        FileNotFoundError,
+        ImportError,
+        FloatingPointError,  # a non-finite gradient: nothing applied, the last checkpoint kept
+    ) as problem:
         _fail(str(problem))
         return
     last = next((row for row in reversed(metrics) if "val_success" in row), None)

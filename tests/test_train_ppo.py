@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -372,3 +373,19 @@ def test_validation_plays_only_the_val_categories(tmp_path: Path) -> None:
     assert len(played) == 2 and set(played) <= hard
     # two groups of two: the share of groups whose members all succeeded or all failed
     assert metrics[1]["train/uniform_groups"] in (0.0, 0.5, 1.0)
+
+
+def test_a_non_finite_gradient_is_refused_not_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbench_rl.train import ppo
+
+    real_loss = ppo.ppo_loss
+
+    def poisoned(*args: Any, **kwargs: Any) -> Any:
+        loss, stats = real_loss(*args, **kwargs)
+        return loss * float("nan"), stats
+
+    monkeypatch.setattr(ppo, "ppo_loss", poisoned)
+    with pytest.raises(FloatingPointError, match=r"not finite .* no update was applied"):
+        train(tiny_config(), tmp_path / "run")

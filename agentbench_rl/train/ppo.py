@@ -437,7 +437,8 @@ def ppo_update(
             )
             if not np.isfinite(grad_norm):  # a step would make every weight NaN
                 raise FloatingPointError(
-                    f"ppo: the gradient is not finite (norm {grad_norm}); no update was applied"
+                    f"ppo: the gradient is not finite (norm {grad_norm}); no update was "
+                    "applied, the run's last checkpoint is kept (--resume continues from it)"
                 )
             grad_norms.append(grad_norm)
             optimizer.step()
