@@ -21,8 +21,11 @@ and state hashes at every step). What it does, in TextWorld's words:
 5. The expert follows the game's stored walkthrough while play stays on it. Off it, the
    expert replans with fast-downward (the planner TextWorld uses, kept for this alone): the
    game's optimised SAS translation with its initial state set to the current facts, so the
-   plan is the one the TextWorld backend would make from the same state. Replanning needs
-   the ``alfworld`` extra (``fast_downward``); playing does not.
+   plan is the one the TextWorld backend would make from the same state. Where the delete
+   relaxation cannot reach the goal (:class:`~agentbench_rl.envs.alfworld.pddl.Relaxation`)
+   no plan exists, and the expert says so without a search (fast-downward's answer too,
+   after seconds). Replanning needs the ``alfworld`` extra (``fast_downward``); playing
+   does not.
 
 Example:
     >>> game = AlfredGame()
