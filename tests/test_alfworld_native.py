@@ -144,7 +144,7 @@ def _compare(
                 assert ours.won() == oracle.won(), f"{where} {step}: won"
                 if oracle.won():
                     break
-                # The plan is compared where it is played: a replan costs ~0.6 s on TextWorld,
+                # The plan is compared where it is played: a replan costs up to seconds of search,
                 # and seconds on both engines where no plan exists (a dead end).
                 if mode == "expert" or rng.random() < expert_share:
                     command = oracle.expert_command()
