@@ -347,8 +347,9 @@ def choice_logprobs(
     if with_entropy:
         # Masked before the product: a padded column's 0 * -inf would make the gradient NaN
         # in every row that has fewer actions than the widest one.
-        log_present = torch.where(torch.isfinite(table), log_policy, 0.0)
-        entropy = -(log_present.exp() * log_present * torch.isfinite(table)).sum(dim=1)
+        present = torch.isfinite(table)
+        log_present = torch.where(present, log_policy, 0.0)
+        entropy = -(log_present.exp() * log_present * present).sum(dim=1)
     return logprobs, entropy
 
 

@@ -37,7 +37,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -343,8 +342,7 @@ def apply(world: World, action: GroundAction, truth: State, facts: State) -> Non
     fired: list[tuple[Fact, bool]] = []
     every: list[tuple[Fact, bool]] = []
     for effect in action.schema.effects:
-        for full in _effect_bindings(world, effect.variables, binding):
-            fact = (effect.atom.predicate, *(full.get(t, t) for t in effect.atom.terms))
+        for full, fact in world.groundings(effect, binding):
             every.append((fact, effect.delete))
             if world.holds(effect.condition, truth, full):
                 fired.append((fact, effect.delete))
@@ -354,19 +352,6 @@ def apply(world: World, action: GroundAction, truth: State, facts: State) -> Non
         twin = negated(fact)
         facts.discard(twin if not delete else fact)
         facts.add(fact if not delete else twin)
-
-
-def _effect_bindings(
-    world: World, variables: tuple[tuple[str, str], ...], binding: dict[str, str]
-) -> Iterable[dict[str, str]]:
-    if not variables:
-        return [binding]
-    names = [name for name, _ in variables]
-    domains = [world.objects_of(type_) for _, type_ in variables]
-    return [
-        {**binding, **dict(zip(names, values, strict=True))}
-        for values in itertools.product(*domains)
-    ]
 
 
 def state_hash(state: State, object_types: dict[str, str]) -> str:

@@ -506,6 +506,15 @@ class World:
             else:
                 yield from self._extend(others, pending, wanted, added, state)
 
+    def groundings(self, effect: Effect, binding: Binding) -> Iterator[tuple[Binding, Fact]]:
+        """The atom ``effect`` sets under ``binding``, once per value of its ``forall``
+        variables (each over its type), with the binding that includes them."""
+        names = [name for name, _ in effect.variables]
+        domains = [self.objects_of(type_) for _, type_ in effect.variables]
+        for values in itertools.product(*domains):
+            full = {**binding, **dict(zip(names, values, strict=True))}
+            yield full, (effect.atom.predicate, *(full.get(t, t) for t in effect.atom.terms))
+
     def applicable(self, schema: ActionSchema, state: State) -> list[tuple[str, ...]]:
         """The arguments of every ground action of ``schema`` applicable in ``state``, each
         once, as fast-downward grounds them: the precondition in disjunctive normal form,
@@ -559,12 +568,12 @@ class Relaxation(World):
         """As :meth:`World.holds`, with negations and universals relaxed."""
         if isinstance(formula, Not):
             inner = formula.formula
-            if isinstance(inner, Atom) and inner.predicate != EQUALS:
+            if not isinstance(inner, Atom):
+                return True
+            if inner.predicate != EQUALS:  # an inequality stays exact
                 fact = (inner.predicate, *(binding.get(t, t) for t in inner.terms))
                 return fact not in self.start.facts or fact in self.deleted
-            if not (isinstance(inner, Atom) and inner.predicate == EQUALS):
-                return True
-        if isinstance(formula, Forall):
+        elif isinstance(formula, Forall):
             return True
         return super().holds(formula, state, binding)
 
@@ -578,7 +587,7 @@ class Relaxation(World):
                 for arguments in self.applicable(schema, reached):
                     binding = dict(zip((n for n, _ in schema.parameters), arguments, strict=True))
                     for effect in schema.effects:
-                        for fact in self._grounded(effect, binding):
+                        for _, fact in self.groundings(effect, binding):
                             if effect.delete and fact not in self.deleted:
                                 self.deleted.add(fact)
                                 changed = True
@@ -588,13 +597,6 @@ class Relaxation(World):
             if not changed:
                 return False
         return True
-
-    def _grounded(self, effect: Effect, binding: Binding) -> Iterator[Fact]:
-        names = [name for name, _ in effect.variables]
-        domains = [self.objects_of(type_) for _, type_ in effect.variables]
-        for values in itertools.product(*domains):
-            inner = {**binding, **dict(zip(names, values, strict=True))}
-            yield (effect.atom.predicate, *(inner.get(t, t) for t in effect.atom.terms))
 
 
 def _conjuncts(formula: Formula) -> list[Formula]:
