@@ -141,6 +141,28 @@ def test_shipped_baseline_files_parse(path: Path) -> None:
     assert sweep.runs()
 
 
+@pytest.mark.slow  # behaviour cloning on 2,000 expert episodes: ~5 CPU-minutes
+def test_the_campaign_file_rebuilds_the_start_its_recorded_runs_took(tmp_path: Path) -> None:
+    """The paired campaign's BC start, built again from its file by the trainer (in an empty
+    cache), is the start every recorded run reports at iteration 0: its weights and its loss."""
+    pytest.importorskip("torch")
+    from agentbench_rl.spec.run_folder import RunFolder
+    from agentbench_rl.train.ppo import train
+
+    results = BASELINES / "results"
+    sweep = load_sweep(BASELINES / "sokoban-tiny-cpu-campaign.yaml", out=results)
+    recorded = {}
+    for run in sweep.runs():
+        with RunFolder(run.folder).metrics_file.open(encoding="utf-8") as metrics:
+            start = json.loads(metrics.readline())  # iteration 0: the start of RL
+        recorded[run.cell, run.seed] = (start["val_weights"], start["bc/loss"])
+    assert len(set(recorded.values())) == 1, f"the recorded runs disagree on their start: {recorded}"
+
+    first = sweep.runs(["iterations=1", f"bc.cache_dir={tmp_path / 'bc'}"])[0]
+    rows = train(first.config, tmp_path / "run")
+    assert (rows[0]["val_weights"], rows[0]["bc/loss"]) == next(iter(recorded.values()))
+
+
 @pytest.mark.slow  # starting Ray takes ~10 s
 def test_ray_env_pool_steps_like_the_local_one() -> None:
     pytest.importorskip("ray")
