@@ -417,6 +417,36 @@ def test_expert_replans_after_a_detour(seen_env: ALFWorldEnv) -> None:
     assert info["won"] and steps == 3  # back to the desk, lamp on, alarm clock taken
 
 
+@pytest.mark.parametrize("backend", ["native", "textworld"])
+def test_the_undo_expert_undoes_each_detour_newest_first_without_a_plan(
+    alfworld_data: Path, backend: str
+) -> None:
+    if backend == "textworld":
+        _require_textworld()
+    env = ALFWorldEnv(
+        split="valid_seen", data_dir=alfworld_data, backend=backend, expert_recovery="undo"
+    )
+    env.reset(options={"task_id": LAMP_TASK})
+    env._game._game.plans.clear()  # the game's store of replans (shared by the process)
+    # At the desk, take a pen the task does not need, then walk away twice.
+    play(env, ["go to desk 1", "take pen 1 from desk 1", "go to bed 2", "go to drawer 1"])
+    chosen = []
+    while not env.episode_over:
+        chosen.append(env.expert_action())
+        *_, info = env.step(chosen[-1])
+    # One move back (the second walk needs no undo of its own), the pen put back, then the
+    # rest of the walkthrough, and no plan was searched for.
+    assert chosen == ["go to desk 1", "move pen 1 to desk 1", *LAMP_WALKTHROUGH[1:]]
+    assert info["won"] and not env._game._game.plans
+
+
+def test_an_unknown_expert_recovery_is_named(alfworld_data: Path) -> None:
+    with pytest.raises(
+        ValueError, match=r"^alfworld: expert_recovery 'retry' \(choose from replan, undo\)$"
+    ):
+        ALFWorldEnv(split="valid_seen", data_dir=alfworld_data, expert_recovery="retry")  # type: ignore[arg-type]
+
+
 @needs_backend
 def test_a_replanned_state_met_again_gets_the_stored_plan(textworld_env: ALFWorldEnv) -> None:
     detour = ["go to drawer 1", "go to bed 2"]

@@ -48,6 +48,7 @@ from agentbench_rl.envs.alfworld.native import (
     HISTORY_PREDICATES,
     NOTHING_HAPPENS,
     PlanFollower,
+    Recovery,
 )
 
 
@@ -323,7 +324,7 @@ class AlfredGame:
         'Your task is to: look at alarmclock under the desklamp.'
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expert_recovery: Recovery = "replan") -> None:
         infos = textworld.EnvInfos(admissible_commands=True, won=True)
         self._pddl = WarmPddlEnv(infos)
         self._env = AlfredDemangler(shuffle=False)(self._pddl)
@@ -332,7 +333,7 @@ class AlfredGame:
         self._admissible: list[str] = []
         self._admissible_set: frozenset[str] = frozenset()
         self._state_hash: str | None = None
-        self._expert = PlanFollower()
+        self._expert = PlanFollower(expert_recovery)
 
     def start(self, game: CompiledGame) -> str:
         """Load ``game`` (unless it is the current one), reset it, return the intro text."""

@@ -29,6 +29,7 @@ from agentbench_rl.envs.alfworld.data import (
     resolve_data_dir,
     sha256_bytes,
 )
+from agentbench_rl.envs.alfworld.native import Recovery
 from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
 from agentbench_rl.extras import install_hint
 
@@ -124,6 +125,12 @@ class ALFWorldEnv(TextAgentEnv[str]):
         backend: ``native`` (default: this package's reader of the game files) or
             ``textworld`` (TextWorld's engine, needs the ``alfworld`` extra; the same
             transcripts).
+        expert_recovery: how :meth:`expert_action` gets back on its plan when play left it:
+            ``replan`` (default: fast-downward from the new state, TextWorld's expert) or
+            ``undo`` (the inverse of each detour, newest first, then the plan again: a
+            different expert, which plans only after a command with no inverse, so a noisy
+            expert costs env steps instead of searches;
+            :class:`~agentbench_rl.envs.alfworld.native.PlanFollower`).
 
     Example:
         >>> env = ALFWorldEnv(split="valid_seen")  # doctest: +SKIP
@@ -152,6 +159,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
         data_dir: str | os.PathLike[str] | None = None,
         allow_modified_games: bool = False,
         backend: str = DEFAULT_BACKEND,
+        expert_recovery: Recovery = "replan",
     ) -> None:
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         self.observation_space = text_space()
@@ -161,7 +169,8 @@ class ALFWorldEnv(TextAgentEnv[str]):
         require_split_data(self.data_dir, split)
         self.backend = backend
         self._backend = load_backend(self.data_dir, backend)
-        self._game = self._backend.AlfredGame()
+        self.expert_recovery = expert_recovery
+        self._game = self._backend.AlfredGame(expert_recovery)
         self._record: GameRecord | None = None
         self._feedback = ""
         #: Task ids played although their file differs from the manifest.

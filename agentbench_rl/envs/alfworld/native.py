@@ -42,7 +42,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.alfworld.data import GameCache
@@ -197,13 +197,58 @@ def compile_game(data: dict[str, Any], sha256: str) -> NativeGame:
 COMPILED_GAMES = GameCache(compile_game)
 
 
-class PlanFollower:
-    """Where the expert is in its plan: the game's walkthrough first, a fresh plan whenever
-    play has left it (both engines follow their plans by this one rule).
+#: How the expert gets back on its plan after play left it: ``replan`` (fast-downward from the
+#: new state, the plan TextWorld's expert makes) or ``undo`` (play the inverse of each detour,
+#: newest first, then resume the plan; fast-downward only after a command with no inverse).
+Recovery = Literal["replan", "undo"]
+RECOVERIES: tuple[Recovery, ...] = ("replan", "undo")
 
-    A played command that is the plan's next one advances it; any other command that changes
-    the state drops the plan, so the next :meth:`command` asks for a new one; a command that
-    changes nothing ("Nothing happens.", looking around) keeps it.
+
+def inverse_command(command: str, location: str | None) -> str | None:
+    """The command that undoes ``command`` (played at ``location``, the last receptacle gone
+    to), or None where there is none: heating, cooling, cleaning and switching a lamp on stay
+    done, and a move from the middle of the room has no way back.
+
+    Example:
+        >>> inverse_command("take mug 1 from desk 1", "desk 1")
+        'move mug 1 to desk 1'
+        >>> inverse_command("go to bed 1", "desk 1"), inverse_command("go to bed 1", None)
+        ('go to desk 1', None)
+        >>> inverse_command("heat mug 1 with microwave 1", "microwave 1") is None
+        True
+    """
+    verb, _, rest = command.partition(" ")
+    if verb == "go":
+        return f"go to {location}" if location is not None else None
+    if verb in ("open", "close"):
+        return f"{'close' if verb == 'open' else 'open'} {rest}"
+    if verb == "take" and " from " in rest:
+        obj, _, receptacle = rest.partition(" from ")
+        return f"move {obj} to {receptacle}"
+    if verb == "move" and " to " in rest:
+        obj, _, receptacle = rest.partition(" to ")
+        return f"take {obj} from {receptacle}"
+    return None
+
+
+def _is_move(command: str | None) -> bool:
+    return command is not None and command.startswith("go to ")
+
+
+class PlanFollower:
+    """Where the expert is in its plan: the game's walkthrough first, then what ``recovery``
+    does whenever play has left it (both engines follow their plans by this one rule).
+
+    A played command that is the plan's next one advances it; a command that changes nothing
+    ("Nothing happens.", looking around) keeps it. Any other command that changes the state
+    leaves the plan:
+
+    - ``replan``: the plan is dropped, so the next :meth:`command` asks for a new one.
+    - ``undo``: the command's inverse (:func:`inverse_command`) is pushed on a stack of undos,
+      played newest first before the plan resumes, so the plan runs from the state it was made
+      for. A move needs no undo when the plan's next command is a move anyway, nor when the
+      newest undo is already a move back (that one returns to where the plan was). A command
+      with no inverse drops the plan and the undos, as ``replan`` does.
 
     Example:
         >>> follower = PlanFollower()
@@ -214,27 +259,67 @@ class PlanFollower:
         >>> follower.played("go to bed 1", state_changed=True)
         >>> follower.command(replan=lambda: ["go to desk 1"])
         'go to desk 1'
+        >>> undoing = PlanFollower("undo")
+        >>> undoing.start(["go to desk 1", "take mug 1 from desk 1", "go to shelf 1"])
+        >>> for command in ("go to desk 1", "take pen 1 from desk 1", "go to bed 1"):
+        ...     undoing.played(command, state_changed=True)
+        >>> undoing.command(replan=lambda: ["look"])  # newest first: back to the desk
+        'go to desk 1'
+        >>> undoing.played("go to desk 1", state_changed=True)
+        >>> undoing.command(replan=lambda: ["look"])
+        'move pen 1 to desk 1'
     """
 
-    def __init__(self) -> None:
+    def __init__(self, recovery: Recovery = "replan") -> None:
+        if recovery not in RECOVERIES:
+            raise ValueError(
+                f"alfworld: expert_recovery {recovery!r} (choose from {', '.join(RECOVERIES)})"
+            )
+        self.recovery = recovery
         self._plan: Sequence[str] | None = None
         self._index = 0
+        self._undos: list[str] = []
+        self._location: str | None = None  # the receptacle last gone to (undo: the way back)
 
     def start(self, walkthrough: Sequence[str]) -> None:
         """Follow ``walkthrough`` from its first command."""
         self._plan, self._index = walkthrough, 0
+        self._undos, self._location = [], None
 
     def played(self, command: str, state_changed: bool) -> None:
         """Record that ``command`` was played (and whether it changed the state)."""
+        location = self._location
+        if state_changed and _is_move(command):
+            self._location = command.removeprefix("go to ")
         plan = self._plan
-        if plan is not None and self._index < len(plan) and plan[self._index] == command:
+        if self._undos and command == self._undos[-1]:
+            self._undos.pop()
+        elif not self._undos and plan is not None and self._next(plan) == command:
             self._index += 1
         elif state_changed:
-            self._plan = None  # off the plan: a new one on the next call
+            self._leave(command, location)
+
+    def _next(self, plan: Sequence[str]) -> str | None:
+        return plan[self._index] if self._index < len(plan) else None
+
+    def _leave(self, command: str, location: str | None) -> None:
+        """Play left the plan by ``command`` (played at ``location``)."""
+        if self.recovery == "undo" and self._plan is not None:
+            if _is_move(command) and (
+                _is_move(self._undos[-1] if self._undos else self._next(self._plan))
+            ):
+                return  # the next command (an undo or the plan's) moves anyway
+            undo = inverse_command(command, location)
+            if undo is not None:
+                self._undos.append(undo)
+                return
+        self._plan, self._undos = None, []  # a new plan on the next call
 
     def command(self, replan: Callable[[], Sequence[str]]) -> str:
-        """The plan's next command, from ``replan()`` if there is none (``look`` if that
-        finds no plan either)."""
+        """The newest undo, else the plan's next command, from ``replan()`` if there is none
+        (``look`` if that finds no plan either)."""
+        if self._undos:
+            return self._undos[-1]
         if self._plan is None or self._index >= len(self._plan):
             self._plan, self._index = list(replan()) or ["look"], 0
         return self._plan[self._index]
@@ -250,7 +335,7 @@ class AlfredGame:
         []
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expert_recovery: Recovery = "replan") -> None:
         self._game: NativeGame | None = None
         self._truth = State(())  # the planner's state: applicability and the goal
         self._facts = State(())  # TextWorld's record: the texts and the state hash
@@ -259,7 +344,7 @@ class AlfredGame:
         self._admissible: list[str] = []
         self._won = False
         self._state_hash: str | None = None
-        self._expert = PlanFollower()
+        self._expert = PlanFollower(expert_recovery)
 
     def start(self, game: NativeGame) -> str:
         """Begin ``game`` from its initial state; returns the intro text."""
