@@ -156,7 +156,7 @@ def test_the_campaign_file_rebuilds_the_start_its_recorded_runs_took(tmp_path: P
         with RunFolder(run.folder).metrics_file.open(encoding="utf-8") as metrics:
             start = json.loads(metrics.readline())  # iteration 0: the start of RL
         recorded[run.cell, run.seed] = (start["val_weights"], start["bc/loss"])
-    assert len(set(recorded.values())) == 1, f"the recorded runs disagree on their start: {recorded}"
+    assert len(set(recorded.values())) == 1, f"the recorded runs' starts differ: {recorded}"
 
     first = sweep.runs(["iterations=1", f"bc.cache_dir={tmp_path / 'bc'}"])[0]
     rows = train(first.config, tmp_path / "run")
