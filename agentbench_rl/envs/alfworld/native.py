@@ -25,7 +25,8 @@ and state hashes at every step). What it does, in TextWorld's words:
    relaxation cannot reach the goal (:class:`~agentbench_rl.envs.alfworld.pddl.Relaxation`)
    no plan exists, and the expert says so without a search (fast-downward's answer too,
    after seconds). Replanning needs the ``alfworld`` extra (``fast_downward``); playing
-   does not.
+   does not. A second expert (``expert_recovery="undo"``, :class:`PlanFollower`) undoes its
+   detours instead and searches only after a command with no inverse.
 
 Example:
     >>> game = AlfredGame()
