@@ -46,6 +46,7 @@ VALID_SPLITS = ("valid_seen", "valid_unseen")
 # valid_seen's first game (hand-read from its game.tw-pddl): a bedroom, task "look at alarmclock".
 LAMP_TASK = "look_at_obj_in_light-AlarmClock-None-DeskLamp-323/trial_T20190909_044715_250790"
 LAMP_WALKTHROUGH = ["go to desk 1", "use desklamp 1", "take alarmclock 2 from desk 1"]
+BREAD_TASK = "pick_cool_then_place_in_recep-Bread-None-CounterTop-10/trial_T20190908_091811_414150"
 # valid_seen's 14th game: pick a book from the bed, put it on side table 1.
 BOOK_TASK = "pick_and_place_simple-Book-None-SideTable-329/trial_T20190908_050633_745514"
 BOOK_WALKTHROUGH = ["go to bed 1", "take book 2 from bed 1", "go to sidetable 1",
@@ -438,6 +439,20 @@ def test_the_undo_expert_undoes_each_detour_newest_first_without_a_plan(
     # rest of the walkthrough, and no plan was searched for.
     assert chosen == ["go to desk 1", "move pen 1 to desk 1", *LAMP_WALKTHROUGH[1:]]
     assert info["won"] and not env._game._game.plans
+
+
+def test_an_undo_the_game_refuses_gives_way_to_the_planners_answer(alfworld_data: Path) -> None:
+    # The scene holds a paper towel roll on countertop 3, where no command puts one back and no
+    # receptacle takes one: a dead end, where both experts answer as TextWorld's does.
+    detour = ["go to countertop 3", "take papertowelroll 1 from countertop 3"]
+    answers = []
+    for recovery in ("undo", "replan"):
+        env = ALFWorldEnv(split="valid_unseen", data_dir=alfworld_data, expert_recovery=recovery)
+        env.reset(options={"task_id": BREAD_TASK})
+        *_, info = play(env, detour)[-1]
+        answers.append(env.expert_action())
+    assert "move papertowelroll 1 to countertop 3" not in info["admissible_actions"]
+    assert answers == ["look", "look"]
 
 
 def test_an_unknown_expert_recovery_is_named(alfworld_data: Path) -> None:

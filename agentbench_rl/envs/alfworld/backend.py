@@ -386,7 +386,9 @@ class AlfredGame:
     def expert_command(self) -> str:
         """The next walkthrough command; a fresh plan if play left the walkthrough."""
         pddl = self._pddl
-        return self._expert.command(lambda: pddl._pddl_state.replan(pddl._entity_infos))
+        return self._expert.command(
+            lambda: pddl._pddl_state.replan(pddl._entity_infos), self._admissible_set
+        )
 
     def close(self) -> None:
         """Drop the game; the planner library copy stays loaded until the process exits.

@@ -26,7 +26,7 @@ and state hashes at every step). What it does, in TextWorld's words:
    no plan exists, and the expert says so without a search (fast-downward's answer too,
    after seconds). Replanning needs the ``alfworld`` extra (``fast_downward``); playing
    does not. A second expert (``expert_recovery="undo"``, :class:`PlanFollower`) undoes its
-   detours instead and searches only after a command with no inverse.
+   detours instead and searches only where a detour cannot be undone.
 
 Example:
     >>> game = AlfredGame()
@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -249,26 +249,31 @@ class PlanFollower:
       played newest first before the plan resumes, so the plan runs from the state it was made
       for. A move needs no undo when the plan's next command is a move anyway, nor when the
       newest undo is already a move back (that one returns to where the plan was). A command
-      with no inverse drops the plan and the undos, as ``replan`` does.
+      with no inverse, or an undo the game does not admit, drops the plan and the undos, as
+      ``replan`` does.
 
     Example:
         >>> follower = PlanFollower()
         >>> follower.start(["go to desk 1", "take mug 1 from desk 1"])
         >>> follower.played("go to desk 1", state_changed=True)
-        >>> follower.command(replan=lambda: ["look"])
+        >>> anything = {"take mug 1 from desk 1", "go to desk 1", "move pen 1 to desk 1"}
+        >>> follower.command(replan=lambda: ["look"], admissible=anything)
         'take mug 1 from desk 1'
         >>> follower.played("go to bed 1", state_changed=True)
-        >>> follower.command(replan=lambda: ["go to desk 1"])
+        >>> follower.command(replan=lambda: ["go to desk 1"], admissible=anything)
         'go to desk 1'
         >>> undoing = PlanFollower("undo")
         >>> undoing.start(["go to desk 1", "take mug 1 from desk 1", "go to shelf 1"])
         >>> for command in ("go to desk 1", "take pen 1 from desk 1", "go to bed 1"):
         ...     undoing.played(command, state_changed=True)
-        >>> undoing.command(replan=lambda: ["look"])  # newest first: back to the desk
+        >>> undoing.command(replan=lambda: ["look"], admissible=anything)  # back to the desk
         'go to desk 1'
         >>> undoing.played("go to desk 1", state_changed=True)
-        >>> undoing.command(replan=lambda: ["look"])
+        >>> undoing.command(replan=lambda: ["look"], admissible=anything)
         'move pen 1 to desk 1'
+        >>> refused = {"go to shelf 1"}  # the desk does not take the pen back: a new plan
+        >>> undoing.command(replan=lambda: ["go to shelf 1"], admissible=refused)
+        'go to shelf 1'
     """
 
     def __init__(self, recovery: Recovery = "replan") -> None:
@@ -316,9 +321,13 @@ class PlanFollower:
                 return
         self._plan, self._undos = None, []  # a new plan on the next call
 
-    def command(self, replan: Callable[[], Sequence[str]]) -> str:
+    def command(self, replan: Callable[[], Sequence[str]], admissible: Container[str]) -> str:
         """The newest undo, else the plan's next command, from ``replan()`` if there is none
-        (``look`` if that finds no plan either)."""
+        (``look`` if that finds no plan either). An undo that is not ``admissible`` drops the
+        plan and the undos: a scene may hold an object where no command can put it back (a
+        paper towel roll on a countertop), so the expert replans instead."""
+        if self._undos and self._undos[-1] not in admissible:
+            self._plan, self._undos = None, []
         if self._undos:
             return self._undos[-1]
         if self._plan is None or self._index >= len(self._plan):
@@ -407,7 +416,7 @@ class AlfredGame:
         """The next walkthrough command; a fresh plan if play left the walkthrough."""
         game = self._game
         assert game is not None
-        return self._expert.command(lambda: replan(game, self._truth))
+        return self._expert.command(lambda: replan(game, self._truth), self._admissible_set)
 
     def close(self) -> None:
         """Drop the game."""
