@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import typing
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -202,7 +203,7 @@ COMPILED_GAMES = GameCache(compile_game)
 #: new state, the plan TextWorld's expert makes) or ``undo`` (play the inverse of each detour,
 #: newest first, then resume the plan; fast-downward only after a command with no inverse).
 Recovery = Literal["replan", "undo"]
-RECOVERIES: tuple[Recovery, ...] = ("replan", "undo")
+RECOVERIES: tuple[Recovery, ...] = typing.get_args(Recovery)
 
 
 def inverse_command(command: str, location: str | None) -> str | None:
