@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.batch import StepBatch, StepColumns
 
 
 def record(traj: Any, t: int, **overrides: Any) -> dict[str, Any]:
@@ -232,3 +232,59 @@ def test_round_trip_through_records() -> None:
         row["success"] = row["traj"] == "a"
     batch = StepBatch.from_records(records)
     assert StepBatch.from_records(batch.to_records()).to_records() == batch.to_records()
+
+
+def columns_equal(ours: StepBatch, theirs: StepBatch) -> None:
+    for name in ("group", "traj", "t", "reward", "obs_key", "state_key", "action_key", "valid"):
+        assert getattr(ours, name).tolist() == getattr(theirs, name).tolist(), name
+        assert getattr(ours, name).dtype == getattr(theirs, name).dtype, name
+
+
+@pytest.mark.parametrize("ids", [lambda i: i, lambda i: f"traj-{i}"])
+@pytest.mark.parametrize("chunk", [1, 3, 7])
+def test_step_columns_in_chunks_build_the_batch_from_records_builds(ids: Any, chunk: int) -> None:
+    # four trajectories written step-major, the driver's order, in chunks of any size
+    records = [
+        record(ids(traj), t, group=traj // 2, reward=float(traj * t), success=traj % 2 == 0)
+        for t in range(5)
+        for traj in range(4)
+    ]
+    rows = StepColumns()
+    for start in range(0, len(records), chunk):
+        rows.extend(
+            [{k: v for k, v in r.items() if k != "success"} for r in records[start : start + chunk]]
+        )
+    rows.set_column("success", np.array([r["success"] for r in records]))
+    assert len(rows) == len(records)
+    assert [rows.row(i) for i in range(len(rows))] == records  # read across chunk boundaries
+    built = rows.batch()
+    columns_equal(built, StepBatch.from_records(records))
+    assert built.success is not None and built.success.tolist() == [r["success"] for r in records]
+    assert rows.records() == records
+    assert [rows.row(i) for i in range(len(rows))] == records  # and once the chunks are joined
+
+
+def test_step_columns_take_replaced_columns_and_hidden_as_from_records_does() -> None:
+    records = two_trajectories()
+    rows = StepColumns.of([r | {"hidden": [float(i), 1.0]} for i, r in enumerate(records)])
+    built = rows.batch(reward=np.arange(5.0))
+    assert built.reward.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert built.hidden is not None and built.hidden[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_step_columns_name_what_is_wrong() -> None:
+    rows = StepColumns()
+    with raises_at("group", None):
+        rows.batch()
+    rows.extend(two_trajectories())
+    with raises_at("success", None):
+        rows.set_column("success", np.array([True]))
+    with raises_at("reward", None):
+        rows.set_column("reward", np.zeros(5))
+    with raises_at("rewards", None):
+        rows.batch(rewards=np.zeros(5))
+    with raises_at("t", 5):
+        rows.extend([record("a", 5)])  # a gap in trajectory "a", found when the batch is built
+        rows.batch()
+    with pytest.raises(IndexError, match="row 6 of 6"):
+        rows.row(6)

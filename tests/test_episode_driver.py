@@ -13,6 +13,7 @@ import pytest
 
 from agentbench_rl.agents.base import Capabilities
 from agentbench_rl.agents.simple import CallableAgent, RandomAgent
+from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.envs import make
 from agentbench_rl.harness.evaluate import EvalConfig, evaluate, run_episode
 from agentbench_rl.prompting import HistoryStep, observation_text
@@ -181,3 +182,18 @@ def test_a_summary_with_the_non_string_count_still_validates(tmp_path: Path) -> 
     summary["non_string_actions"] = 0  # what the harness writes now
     (copy / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     assert validate_submission(copy).figures["n_episodes"] == 600
+
+
+def test_the_driver_keeps_its_records_as_columns_one_chunk_per_step() -> None:
+    # What the trainer's batch is built from: the rows written step by step, as records say.
+    envs = [make("sokoban", split="test") for _ in range(3)]
+    slots = [EpisodeSlot("test-0001", episode_seed(0, "test-0001"), 0, traj) for traj in range(3)]
+    lock = play(envs, slots, [RandomAgent() for _ in envs], [0, 1, 2])
+    records = lock.records
+    assert len(lock.rows) == len(records) == sum(e.steps for e in lock.episodes)
+    assert [row["t"] for row in records] == sorted(row["t"] for row in records)  # step-major
+    assert all(row["success"] == lock.episodes[row["traj"]].outcome().success for row in records)
+    assert [lock.rows.row(i) for i in range(len(records))] == records
+    ours, theirs = lock.rows.batch(), StepBatch.from_records(records)
+    for name in ("group", "traj", "t", "reward", "obs_key", "state_key", "action_key", "valid"):
+        assert getattr(ours, name).tolist() == getattr(theirs, name).tolist(), name

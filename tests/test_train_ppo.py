@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
+from agentbench_rl.core.batch import StepColumns  # noqa: E402
 from agentbench_rl.estimators import NAMES, REGISTRY  # noqa: E402
 from agentbench_rl.models.policy import pack  # noqa: E402
 from agentbench_rl.rollout.batched import RolloutBatch, success_rewards  # noqa: E402
@@ -103,14 +104,14 @@ def test_pack_aligns_responses_after_left_padded_prompts() -> None:
 
 
 def test_success_rewards_only_on_the_last_step_of_won_trajectories() -> None:
+    won = {0: True, 1: False}
+    records = [
+        {"group": 0, "traj": traj, "t": t, "reward": 0.0, "obs_key": "o", "state_key": "s"}
+        | {"action_key": "a", "valid": True, "success": won[traj]}
+        for traj, t in ((0, 0), (0, 1), (1, 0), (1, 1))
+    ]
     rollout = RolloutBatch(
-        records=[
-            {"traj": 0, "t": 0, "success": True},
-            {"traj": 0, "t": 1, "success": True},
-            {"traj": 1, "t": 0, "success": False},
-            {"traj": 1, "t": 1, "success": False},
-        ],
-        episodes=[{"traj": 0, "steps": 2}, {"traj": 1, "steps": 2}],
+        StepColumns.of(records), episodes=[{"traj": 0, "steps": 2}, {"traj": 1, "steps": 2}]
     )
     assert success_rewards(rollout, 10.0).tolist() == [0.0, 10.0, 0.0, 0.0]
 

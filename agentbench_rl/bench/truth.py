@@ -231,19 +231,20 @@ def _play(
     # The batch keeps each row's hidden state when the agent can hand it over (BiPACE's input);
     # the continuations need none.
     capture = switch is None and hasattr(agent, "capture_hidden")
+    hidden: list[Any] = []  # row i's vector, rows in the order the driver writes them
 
     def checked(episodes: list[int], rows: list[int]) -> None:
         if capture:
-            for row, vector in zip(rows, agent.last_hidden, strict=True):  # type: ignore[attr-defined]
-                lock.records[row]["hidden"] = vector
+            hidden.extend(agent.last_hidden)  # type: ignore[attr-defined]
         if switch is None or lock.t > switch.t:
             return
         step = lock.t - 1
         for index, row in zip(episodes, rows, strict=True):
-            if lock.records[row]["action_key"] != switch.actions[index][step]:
+            acted = lock.rows.row(row)["action_key"]
+            if acted != switch.actions[index][step]:
                 raise RuntimeError(
                     f"fidelity: replaying {slots[index].traj}, step {step} acted "
-                    f"{lock.records[row]['action_key']!r}, not the recorded "
+                    f"{acted!r}, not the recorded "
                     f"{switch.actions[index][step]!r}: the agent is not deterministic "
                     "given its seed"
                 )
@@ -270,6 +271,7 @@ def _play(
         pass
     if capture:
         agent.capture_hidden = False  # type: ignore[attr-defined]
+        lock.rows.set_column("hidden", np.stack(hidden))
     return lock
 
 
@@ -323,7 +325,7 @@ def continuation_returns(
             for trajectory, _ in chunk
         ]
         lock = _play(agent, envs[: len(chunk)], slots, agent_seeds, switch)
-        steps += len(lock.records)
+        steps += len(lock.rows)
         rewards: list[list[float]] = [[] for _ in chunk]
         for record in lock.records:
             if record["t"] >= t:

@@ -7,6 +7,7 @@ can trust what they get.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -316,6 +317,124 @@ class StepBatch:
                 raise _fail(column, None, "missing")
             cache[column] = factorize(values)
         return cache[column]
+
+
+class StepColumns:
+    """Step records kept as columns, written one chunk of rows at a time: the episode driver's
+    store (:class:`~agentbench_rl.rollout.episode.Lockstep`).
+
+    The driver writes the records of every live episode of one lockstep step as a chunk; each
+    chunk becomes one array per column as it is written, while the rollout runs, so
+    :meth:`batch` is a concatenation and no pass over Python objects per row is left between
+    the rollout and the estimator (``bench estimators``: "build" against "from records").
+    Columns set whole once the rows are written (``success`` when the episodes end, ``hidden``)
+    are :meth:`set_column`'s. Records read back (:meth:`row`, :meth:`records`) are copies.
+
+    Example:
+        >>> rows = StepColumns()
+        >>> rows.extend([{"group": 0, "traj": traj, "t": 0, "reward": 0.0, "obs_key": "o",
+        ...     "state_key": "s", "action_key": "a", "valid": True} for traj in (0, 1)])
+        >>> rows.set_column("success", np.array([True, False]))
+        >>> len(rows), rows.batch().n_trajs, rows.row(1)["traj"], rows.row(1)["success"]
+        (2, 2, 1, False)
+    """
+
+    def __init__(self) -> None:
+        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in REQUIRED_COLUMNS}
+        self._ends: list[int] = []  # the row after each chunk's last
+        self._whole: dict[str, np.ndarray] = {}  # columns set whole (set_column)
+
+    @classmethod
+    def of(cls, records: Sequence[Mapping[str, Any]]) -> StepColumns:
+        """The records as one chunk, optional columns (``success``, ``hidden``) included when
+        every record holds them."""
+        rows = cls()
+        rows.extend(records)
+        for name in OPTIONAL_COLUMNS:
+            if records and all(name in record for record in records):
+                values = _column(list(records), name)
+                rows.set_column(name, np.stack(values) if name == "hidden" else np.array(values))
+        return rows
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def extend(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Append one chunk of records (each holding every required column), converted to
+        arrays now: ids as :meth:`StepBatch.from_records` keeps them, keys as objects."""
+        if not records:
+            return
+        rows = list(records)
+        for name in REQUIRED_COLUMNS:
+            values = _column(rows, name)
+            if name in ("group", "traj"):
+                array = _id_array(values)
+            elif name in ("obs_key", "state_key", "action_key"):
+                array = _object_array(values)
+            else:
+                array = np.asarray(values)
+            self._chunks[name].append(array)
+        self._ends.append(len(self) + len(rows))
+
+    def set_column(self, name: str, values: np.ndarray) -> None:
+        """Set an optional column (``success``, ``hidden``, ``semantic_key``) for every row."""
+        if name not in OPTIONAL_COLUMNS:
+            raise _fail(name, None, f"is not an optional column ({', '.join(OPTIONAL_COLUMNS)})")
+        if len(values) != len(self):
+            raise _fail(name, None, f"has {len(values)} rows, the records have {len(self)}")
+        self._whole[name] = values
+
+    def column(self, name: str) -> np.ndarray:
+        """One column over every row (its chunks joined once, then kept joined)."""
+        if name in self._whole:
+            return self._whole[name]
+        if name not in self._chunks:
+            raise _fail(name, None, "is not a column of these records")
+        chunks = self._chunks[name]
+        if not chunks:
+            raise _fail(name, None, "the records are empty")
+        if len(chunks) > 1:
+            chunks[:] = [np.concatenate(chunks)]
+        return chunks[0]
+
+    def row(self, index: int) -> dict[str, Any]:
+        """The record of row ``index``."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"StepColumns: row {index} of {len(self)}")
+        record: dict[str, Any] = {}
+        for name, chunks in self._chunks.items():
+            if len(chunks) == 1:  # joined by column()
+                record[name] = _python(chunks[0][index])
+            else:
+                chunk = bisect.bisect_right(self._ends, index)
+                start = self._ends[chunk - 1] if chunk else 0
+                record[name] = _python(chunks[chunk][index - start])
+        for name, values in self._whole.items():
+            record[name] = _python(values[index])
+        return record
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every row as a record (a list of new dicts)."""
+        if not len(self):
+            return []
+        names = [*REQUIRED_COLUMNS, *self._whole]
+        columns = [
+            list(self._whole[name]) if name == "hidden" else self.column(name).tolist()
+            for name in names
+        ]
+        return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+
+    def batch(self, **replaced: Any) -> StepBatch:
+        """The rows as a ``StepBatch``; ``replaced`` columns are taken as given, as in
+        :meth:`StepBatch.from_records`."""
+        if not len(self):
+            raise _fail("group", None, "the batch is empty")
+        unknown = set(replaced) - {*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS}
+        if unknown:
+            raise _fail(sorted(unknown)[0], None, "is not a StepBatch column")
+        columns = {name: self.column(name) for name in [*REQUIRED_COLUMNS, *self._whole]}
+        columns.update(replaced)
+        return StepBatch(**columns)
 
 
 def _column(rows: list[Mapping[str, Any]], name: str, missing: str = "missing") -> list[Any]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.batch import StepBatch, StepColumns
 from agentbench_rl.prompting import PromptConfig, build_prompt
 from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
@@ -44,14 +44,15 @@ class BatchPolicy(Protocol):
 class RolloutBatch:
     """Every step of one iteration's rollouts.
 
-    ``records[i]`` is the estimator row of step i; ``prompt_ids[i]``, ``response_ids[i]`` and
+    ``rows`` holds the estimator row of every step, as the episode driver wrote it (columns;
+    ``records[i]`` reads row i back as a dict); ``prompt_ids[i]``, ``response_ids[i]`` and
     ``logprobs[i]`` its tokens; ``hidden[i]`` its hidden state (when captured). ``episodes`` has
     one entry per trajectory (group, traj, task_id, success, score, steps, return, invalid).
     In ``choose`` mode ``choices[i]`` holds the tokens of every admissible continuation,
     ``chosen[i]`` the drawn one's index and ``logprobs[i]`` its one log-prob among them.
     """
 
-    records: list[dict[str, Any]] = field(default_factory=list)
+    rows: StepColumns = field(default_factory=StepColumns)
     prompt_ids: list[list[int]] = field(default_factory=list)
     response_ids: list[list[int]] = field(default_factory=list)
     logprobs: list[np.ndarray] = field(default_factory=list)
@@ -61,7 +62,12 @@ class RolloutBatch:
     chosen: list[int] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self.rows)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The estimator rows as dicts (new ones on each call)."""
+        return self.rows.records()
 
     @property
     def hidden(self) -> np.ndarray | None:
@@ -75,7 +81,7 @@ class RolloutBatch:
             replaced["reward"] = rewards
         if with_hidden:
             replaced["hidden"] = self.hidden
-        return StepBatch.from_records(self.records, **replaced)
+        return self.rows.batch(**replaced)
 
 
 def rollout_groups(
@@ -124,7 +130,7 @@ def rollout_groups(
             result.chosen.extend(out.chosen)
         if out.hidden is not None:
             result.hidden_rows.extend(out.hidden[k] for k in range(len(episodes)))
-    result.records = lock.records
+    result.rows = lock.rows
     for index in range(n):
         outcome = lock.episodes[index].outcome()
         result.episodes.append(
@@ -170,19 +176,23 @@ def success_rewards(batch: RolloutBatch, success_reward: float) -> np.ndarray:
     """:func:`training_reward` with ``reward="success"`` for every row of a rollout batch.
 
     Example:
-        >>> rollout = RolloutBatch(records=[
-        ...     {"traj": 0, "t": 0, "success": True}, {"traj": 0, "t": 1, "success": True},
-        ...     {"traj": 1, "t": 0, "success": False}],
-        ...     episodes=[{"traj": 0, "steps": 2}, {"traj": 1, "steps": 1}])
+        >>> rows = StepColumns.of([{"group": 0, "traj": traj, "t": t, "reward": 0.0,
+        ...     "obs_key": "o", "state_key": "s", "action_key": "a", "valid": True,
+        ...     "success": traj == 0} for traj, t in ((0, 0), (0, 1), (1, 0))])
+        >>> episodes = [{"traj": 0, "steps": 2}, {"traj": 1, "steps": 1}]
+        >>> rollout = RolloutBatch(rows, episodes=episodes)
         >>> success_rewards(rollout, 10.0).tolist()
         [0.0, 10.0, 0.0]
     """
     steps = {episode["traj"]: episode["steps"] for episode in batch.episodes}
+    traj, t, success = (batch.rows.column(name).tolist() for name in ("traj", "t", "success"))
     return np.array(
         [
             training_reward(
-                {**record, "steps": steps[record["traj"]], "reward": 0.0}, "success", success_reward
+                {"t": t, "steps": steps[traj], "success": success, "reward": 0.0},
+                "success",
+                success_reward,
             )
-            for record in batch.records
+            for traj, t, success in zip(traj, t, success, strict=True)
         ]
     )

@@ -36,7 +36,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
+from agentbench_rl.core.batch import StepColumns
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, format_ok, observation_text
@@ -226,8 +229,10 @@ class Lockstep:
     """Episodes of an env pool stepped in lockstep: every live episode takes one step per call.
 
     ``episodes[i]`` plays on env ``i`` of the pool; ``live`` lists the episodes still running, in
-    pool order, which is the order :meth:`step` takes actions in and appends ``records`` in.
-    ``finished`` lists episode indices in the order they ended.
+    pool order, which is the order :meth:`step` takes actions in and writes rows in. ``rows``
+    holds the step records as columns (one chunk per step, so the estimator's batch is built
+    without a pass over the rows); ``records`` reads them back as dicts. ``finished`` lists
+    episode indices in the order they ended.
     """
 
     def __init__(self, pool: EnvPool, slots: Sequence[EpisodeSlot]) -> None:
@@ -240,8 +245,8 @@ class Lockstep:
             for slot, (observation, info) in zip(slots, started, strict=True)
         ]
         self.live = list(range(len(slots)))
-        self.records: list[dict[str, Any]] = []
-        self._record_episode: list[int] = []  # which episode wrote each record
+        self.rows = StepColumns()
+        self._row_episode: list[int] = []  # which episode wrote each row
         self.finished: list[int] = []
         self.t = 0
 
@@ -254,19 +259,19 @@ class Lockstep:
         self, actions: Sequence[object], format_kept: Sequence[bool] | None = None
     ) -> list[int]:
         """Step every live episode with its action (``actions[k]`` for ``live[k]``); returns
-        the indices in ``records`` of the rows written, in ``live`` order."""
+        the indices in ``rows`` of the rows written, in ``live`` order."""
         if len(actions) != len(self.live):
             raise ValueError(f"episode driver: {len(actions)} actions for {len(self.live)} live")
         kept = list(format_kept) if format_kept is not None else [True] * len(actions)
         results = self.pool.step(self.live, [env_action(action) for action in actions])
-        rows, still_live = [], []
+        first_row = len(self.rows)
+        records, still_live = [], []
         for k, index in enumerate(self.live):
             observation, reward, terminated, truncated, info = results[k]
             episode = self.episodes[index]
             valid = action_valid(actions[k], info, kept[k])
-            rows.append(len(self.records))
-            self._record_episode.append(index)
-            self.records.append(
+            self._row_episode.append(index)
+            records.append(
                 step_record(
                     episode.slot.group,
                     episode.slot.traj,
@@ -288,16 +293,21 @@ class Lockstep:
                 self.finished.append(index)
             else:
                 still_live.append(index)
+        self.rows.extend(records)
         self.live = still_live
         self.t += 1
         if not self.live:
             self._mark_success()
-        return rows
+        return list(range(first_row, len(self.rows)))
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The step records written so far, as new dicts (:meth:`StepColumns.records`)."""
+        return self.rows.records()
 
     def _mark_success(self) -> None:
-        success = [bool(episode.info["won"]) for episode in self.episodes]
-        for record, index in zip(self.records, self._record_episode, strict=True):
-            record["success"] = success[index]
+        success = np.array([bool(episode.info["won"]) for episode in self.episodes])
+        self.rows.set_column("success", success[np.array(self._row_episode, dtype=np.int64)])
 
 
 class AgentRows:
@@ -365,7 +375,7 @@ def drive(
     finished episodes while the others still run. One ``act_batch`` call per step answers
     every live episode; validity follows :func:`action_valid` with the answer format of the
     row's agent. ``on_step(episodes, rows)``, when given, runs after each step with the
-    episodes that acted and the indices in ``lock.records`` of the rows they wrote, in the same
+    episodes that acted and the indices in ``lock.rows`` of the rows they wrote, in the same
     order (the fidelity bench checks its replays and reseeds its agent there).
     """
     if isinstance(agent, AgentRows):

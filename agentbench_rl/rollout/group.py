@@ -17,7 +17,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from agentbench_rl.agents.base import Agent
-from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.batch import StepBatch, StepColumns
 from agentbench_rl.core.graph import StepGraph
 from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
@@ -107,16 +107,22 @@ class GroupEnv(ParallelEnv[str, Any, str]):
 
 @dataclass
 class GroupRollout:
-    """The steps of one group: estimator rows and per-trajectory outcomes."""
+    """The steps of one group: estimator rows (as the episode driver wrote them) and
+    per-trajectory outcomes."""
 
     group: Any
     task_id: str
-    records: list[dict[str, Any]] = field(default_factory=list)
+    rows: StepColumns = field(default_factory=StepColumns)
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The estimator rows as dicts (new ones on each call)."""
+        return self.rows.records()
 
     def batch(self) -> StepBatch:
         """The group's rows as a ``StepBatch``."""
-        return StepBatch.from_records(self.records)
+        return self.rows.batch()
 
     def graph(self, gamma: float = 1.0) -> StepGraph:
         """The group's step graph."""
@@ -162,7 +168,7 @@ def rollout_group(
         playing,
         [member_seed(seed, task_id, index) for index in range(len(members))],
     )
-    result = GroupRollout(group=group, task_id=task_id, records=lock.records)
+    result = GroupRollout(group=group, task_id=task_id, rows=lock.rows)
     for slot, episode in zip(slots, lock.episodes, strict=True):
         outcome = episode.outcome()
         result.outcomes[slot.traj] = {
