@@ -241,27 +241,29 @@ def columns_equal(ours: StepBatch, theirs: StepBatch) -> None:
 
 
 @pytest.mark.parametrize("ids", [lambda i: i, lambda i: f"traj-{i}"])
-@pytest.mark.parametrize("chunk", [1, 3, 7])
-def test_step_columns_in_chunks_build_the_batch_from_records_builds(ids: Any, chunk: int) -> None:
-    # four trajectories written step-major, the driver's order, in chunks of any size
+@pytest.mark.parametrize(("chunk", "block"), [(1, 1), (3, 4), (7, 2), (4, 1024)])
+def test_step_columns_build_the_batch_from_records_builds(ids: Any, chunk: int, block: int) -> None:
+    # four trajectories written step-major, the driver's order, in chunks and blocks of any size
     records = [
         record(ids(traj), t, group=traj // 2, reward=float(traj * t), success=traj % 2 == 0)
         for t in range(5)
         for traj in range(4)
     ]
+    written = [{k: v for k, v in r.items() if k != "success"} for r in records]
     rows = StepColumns()
+    rows.BLOCK_ROWS = block
     for start in range(0, len(records), chunk):
-        rows.extend(
-            [{k: v for k, v in r.items() if k != "success"} for r in records[start : start + chunk]]
-        )
+        rows.extend(written[start : start + chunk])
+        # readable while written: converted rows and pending ones alike
+        assert [rows.row(i) for i in range(len(rows))] == written[: len(rows)]
     rows.set_column("success", np.array([r["success"] for r in records]))
     assert len(rows) == len(records)
-    assert [rows.row(i) for i in range(len(rows))] == records  # read across chunk boundaries
+    assert [rows.row(i) for i in range(len(rows))] == records
     built = rows.batch()
     columns_equal(built, StepBatch.from_records(records))
     assert built.success is not None and built.success.tolist() == [r["success"] for r in records]
     assert rows.records() == records
-    assert [rows.row(i) for i in range(len(rows))] == records  # and once the chunks are joined
+    assert [rows.row(i) for i in range(len(rows))] == records  # and once the blocks are joined
 
 
 def test_step_columns_take_replaced_columns_and_hidden_as_from_records_does() -> None:
@@ -288,3 +290,17 @@ def test_step_columns_name_what_is_wrong() -> None:
         rows.batch()
     with pytest.raises(IndexError, match="row 6 of 6"):
         rows.row(6)
+
+
+def test_step_columns_name_a_record_that_lacks_a_column_by_its_row() -> None:
+    rows = StepColumns()
+    rows.BLOCK_ROWS = 2
+    rows.extend(two_trajectories()[:3])  # rows 0-2, converted
+    lacking = record("b", 0)
+    del lacking["state_key"]
+    with raises_at("state_key", 4):  # named when its block is converted: here, written
+        rows.extend([record("b", 0) | {"traj": "c"}, lacking])
+    rows = StepColumns()
+    rows.extend([*two_trajectories()[:3], lacking])
+    with raises_at("state_key", 3):  # or when the batch is built
+        rows.batch()

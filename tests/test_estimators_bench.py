@@ -62,6 +62,15 @@ def test_speed_bench_quick_run() -> None:
     assert measured["bipace"] > 0 and measured["gigpo"] is None  # 100k rows: full run only
     versus = [t for t in figures["targets"] if t.get("versus") == "gigpo"]
     assert [t["estimator"] for t in versus] == ["hgpo"] and versus[0]["speed_ratio"] > 0
+    assert list(figures["levels"]["hgpo"]) == [0, 1, 2]  # one time per depth of its levels
+    assert min(baseline["write_s"], baseline["from_records_s"]) > 0
+
+
+def test_the_build_is_timed_on_the_chunks_the_driver_writes() -> None:
+    rollout = speed.synthetic_rollout(1_000)
+    chunks = speed.driver_chunks(rollout.batch().to_records())
+    assert len(chunks) == speed.MAX_STEPS  # one per step: 20 trajectories x 50 steps
+    assert all({row["t"] for row in chunk} == {t} for t, chunk in enumerate(chunks))
 
 
 # ---------------------------------------------------------------------------- fidelity bench

@@ -66,7 +66,11 @@ SPEED_TARGETS = (
 YARDSTICK_ESTIMATOR = "gigpo"
 YARDSTICK_MIN_SPEEDUP = 10.0
 FASTER_THAN_YARDSTICK = ("hgpo",)  # estimators meant to be at least as fast per row as GiGPO
+LEVELS_PARAMETER = "history_length"  # of those, timed at each depth of their levels of groups
 END_TO_END_MIN_SPEEDUP = 100.0  # build + compute against the authors' own function
+# Best of this many runs per estimator and size: on a shared machine a run at 100k rows can
+# take twice its best (seen here: GiGPO 12 to 20 ms in one process).
+REPEATS = 7
 
 
 @dataclass(frozen=True)
@@ -257,6 +261,22 @@ def time_target(
     return time_estimator(target.estimator, rollout, hidden, 3)[0]
 
 
+def levels_times(name: str, rollout: SyntheticRollout) -> dict[int, float]:
+    """Best time of ``name`` at each value of its ``LEVELS_PARAMETER`` up to the default:
+    what each further level of groups costs."""
+    deepest = int(REGISTRY[name].defaults[LEVELS_PARAMETER])
+    times = {}
+    for k in range(deepest + 1):
+        best = math.inf
+        for _ in range(REPEATS):
+            batch = rollout.batch()
+            started = time.perf_counter()
+            compute(name, batch, **{LEVELS_PARAMETER: k})
+            best = min(best, time.perf_counter() - started)
+        times[k] = best
+    return times
+
+
 def driver_chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The records in the chunks the episode driver writes: one per step (the synthetic
     rollout is step-major, as the driver's rows are)."""
@@ -334,10 +354,6 @@ def _cell(n_rows: int, seconds: float) -> str:
     return f"{rate_text}  {1000 * seconds:.1f} ms"
 
 
-def _repeats(n_rows: int) -> int:
-    return 5 if n_rows <= 10_000 else 3
-
-
 def run(quick: bool, console: Console) -> dict[str, Any]:
     """Time every estimator and the GiGPO baseline; print rich tables; return the figures."""
     sizes = QUICK_SIZES if quick else FULL_SIZES
@@ -364,7 +380,7 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             continue
         row = [name]
         for n in sizes:
-            seconds, _ = time_estimator(name, rollouts[n], None, _repeats(n))
+            seconds, _ = time_estimator(name, rollouts[n], None, REPEATS)
             figures["estimators"].setdefault(name, {})[n] = seconds
             row.append(_cell(n, seconds))
         speed.add_row(*row)
@@ -516,6 +532,18 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             "[green]yes[/]" if per_row_ratio >= 1.0 else "[red]no[/]",
         )
     console.print(targets)
+    for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
+        if LEVELS_PARAMETER not in REGISTRY[name].defaults:
+            continue
+        by_level = levels_times(name, rollouts[largest])
+        figures.setdefault("levels", {})[name] = by_level
+        yardstick_s = figures["estimators"][YARDSTICK_ESTIMATOR][largest]
+        console.print(
+            f"{name} at {largest:,} rows by {LEVELS_PARAMETER}: "
+            + ", ".join(f"{k}: {1000 * seconds:.1f} ms" for k, seconds in by_level.items())
+            + f" ({YARDSTICK_ESTIMATOR}: {1000 * yardstick_s:.1f} ms; docs/estimators.md, "
+            '"Benchmarks")'
+        )
     if quick:
         console.print("(quick run: targets past its largest batch need the full run)")
     return figures

@@ -7,7 +7,6 @@ can trust what they get.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -320,15 +319,18 @@ class StepBatch:
 
 
 class StepColumns:
-    """Step records kept as columns, written one chunk of rows at a time: the episode driver's
-    store (:class:`~agentbench_rl.rollout.episode.Lockstep`).
+    """Step records kept as columns: the episode driver's store
+    (:class:`~agentbench_rl.rollout.episode.Lockstep`).
 
-    The driver writes the records of every live episode of one lockstep step as a chunk; each
-    chunk becomes one array per column as it is written, while the rollout runs, so
-    :meth:`batch` is a concatenation and no pass over Python objects per row is left between
-    the rollout and the estimator (``bench estimators``: "build" against "from records").
-    Columns set whole once the rows are written (``success`` when the episodes end, ``hidden``)
-    are :meth:`set_column`'s. Records read back (:meth:`row`, :meth:`records`) are copies.
+    Records are appended as they are written (one lockstep step's rows at a time) and turned
+    into one array per column in blocks of ``BLOCK_ROWS``, while the rollout runs; what
+    :meth:`batch` has left to do is the last block and a concatenation, with no pass over
+    Python objects for the rows before it (``bench estimators``: "build" against "from
+    records"). Appending stays a list append per step, which an episode played alone pays on
+    every step. Columns set whole once the rows are written (``success`` when the episodes
+    end, ``hidden``) are :meth:`set_column`'s. Records read back (:meth:`row`, :meth:`records`)
+    are copies; a record is read when its block is converted, so it must not change after
+    :meth:`extend`.
 
     Example:
         >>> rows = StepColumns()
@@ -339,15 +341,20 @@ class StepColumns:
         (2, 2, 1, False)
     """
 
+    #: Records held as dicts before they become arrays: large enough that a block's conversion
+    #: costs little per row, small enough that the last block adds well under 1 ms to :meth:`batch`.
+    BLOCK_ROWS = 1024
+
     def __init__(self) -> None:
-        self._chunks: dict[str, list[np.ndarray]] = {name: [] for name in REQUIRED_COLUMNS}
-        self._ends: list[int] = []  # the row after each chunk's last
+        self._blocks: dict[str, list[np.ndarray]] = {name: [] for name in REQUIRED_COLUMNS}
+        self._converted = 0  # rows held in the blocks
+        self._pending: list[Mapping[str, Any]] = []  # the rows after them, as written
         self._whole: dict[str, np.ndarray] = {}  # columns set whole (set_column)
 
     @classmethod
     def of(cls, records: Sequence[Mapping[str, Any]]) -> StepColumns:
-        """The records as one chunk, optional columns (``success``, ``hidden``) included when
-        every record holds them."""
+        """The records, optional columns (``success``, ``hidden``) included when every record
+        holds them."""
         rows = cls()
         rows.extend(records)
         for name in OPTIONAL_COLUMNS:
@@ -357,24 +364,31 @@ class StepColumns:
         return rows
 
     def __len__(self) -> int:
-        return self._ends[-1] if self._ends else 0
+        return self._converted + len(self._pending)
 
-    def extend(self, records: Sequence[Mapping[str, Any]]) -> None:
-        """Append one chunk of records (each holding every required column), converted to
-        arrays now: ids as :meth:`StepBatch.from_records` keeps them, keys as objects."""
-        if not records:
+    def extend(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Append records, each holding every required column (a record that lacks one is
+        named, by its row, when its block is converted)."""
+        self._pending.extend(records)
+        if len(self._pending) >= self.BLOCK_ROWS:
+            self._convert()
+
+    def _convert(self) -> None:
+        """The pending records as one block of arrays: ids as :meth:`StepBatch.from_records`
+        keeps them, keys as objects."""
+        if not self._pending:
             return
-        rows = list(records)
         for name in REQUIRED_COLUMNS:
-            values = _column(rows, name)
+            values = _column(self._pending, name, first_row=self._converted)
             if name in ("group", "traj"):
                 array = _id_array(values)
             elif name in ("obs_key", "state_key", "action_key"):
                 array = _object_array(values)
             else:
                 array = np.asarray(values)
-            self._chunks[name].append(array)
-        self._ends.append(len(self) + len(rows))
+            self._blocks[name].append(array)
+        self._converted += len(self._pending)
+        self._pending = []
 
     def set_column(self, name: str, values: np.ndarray) -> None:
         """Set an optional column (``success``, ``hidden``, ``semantic_key``) for every row."""
@@ -385,30 +399,28 @@ class StepColumns:
         self._whole[name] = values
 
     def column(self, name: str) -> np.ndarray:
-        """One column over every row (its chunks joined once, then kept joined)."""
+        """One column over every row (its blocks joined once, then kept joined)."""
         if name in self._whole:
             return self._whole[name]
-        if name not in self._chunks:
+        if name not in self._blocks:
             raise _fail(name, None, "is not a column of these records")
-        chunks = self._chunks[name]
-        if not chunks:
+        self._convert()
+        blocks = self._blocks[name]
+        if not blocks:
             raise _fail(name, None, "the records are empty")
-        if len(chunks) > 1:
-            chunks[:] = [np.concatenate(chunks)]
-        return chunks[0]
+        if len(blocks) > 1:
+            blocks[:] = [np.concatenate(blocks)]
+        return blocks[0]
 
     def row(self, index: int) -> dict[str, Any]:
         """The record of row ``index``."""
         if not 0 <= index < len(self):
             raise IndexError(f"StepColumns: row {index} of {len(self)}")
-        record: dict[str, Any] = {}
-        for name, chunks in self._chunks.items():
-            if len(chunks) == 1:  # joined by column()
-                record[name] = _python(chunks[0][index])
-            else:
-                chunk = bisect.bisect_right(self._ends, index)
-                start = self._ends[chunk - 1] if chunk else 0
-                record[name] = _python(chunks[chunk][index - start])
+        if index >= self._converted:
+            pending = self._pending[index - self._converted]
+            record = {name: pending[name] for name in REQUIRED_COLUMNS}
+        else:
+            record = {name: _python(self.column(name)[index]) for name in REQUIRED_COLUMNS}
         for name, values in self._whole.items():
             record[name] = _python(values[index])
         return record
@@ -437,16 +449,19 @@ class StepColumns:
         return StepBatch(**columns)
 
 
-def _column(rows: list[Mapping[str, Any]], name: str, missing: str = "missing") -> list[Any]:
+def _column(
+    rows: list[Mapping[str, Any]], name: str, missing: str = "missing", first_row: int = 0
+) -> list[Any]:
     """One column of records as a list (``map`` over an ``itemgetter``, the fastest pass
-    CPython has: the hot path of ``from_records``), naming the first record that lacks it."""
+    CPython has: the hot path of ``from_records``), naming the first record that lacks it
+    (``rows[0]`` is row ``first_row``)."""
     try:
         return list(map(itemgetter(name), rows))
     except KeyError:
         lacking = next((row for row, record in enumerate(rows) if name not in record), None)
         if lacking is None:
             raise
-        raise _fail(name, lacking, missing) from None
+        raise _fail(name, first_row + lacking, missing) from None
 
 
 def _optional_keys(rows: list[Mapping[str, Any]]) -> set[str]:
