@@ -261,20 +261,19 @@ def time_target(
     return time_estimator(target.estimator, rollout, hidden, 3)[0]
 
 
-def levels_times(name: str, rollout: SyntheticRollout) -> dict[int, float]:
-    """Best time of ``name`` at each value of its ``LEVELS_PARAMETER`` up to the default:
-    what each further level of groups costs."""
-    deepest = int(REGISTRY[name].defaults[LEVELS_PARAMETER])
-    times = {}
-    for k in range(deepest + 1):
-        best = math.inf
-        for _ in range(REPEATS):
+def interleaved_times(
+    rollout: SyntheticRollout, runs: dict[str, tuple[str, dict[str, Any]]]
+) -> dict[str, float]:
+    """Best time of each run (label: estimator and parameters) on a fresh batch of
+    ``rollout``, the runs taken in turn ``REPEATS`` times."""
+    best = dict.fromkeys(runs, math.inf)
+    for _ in range(REPEATS):
+        for label, (name, params) in runs.items():
             batch = rollout.batch()
             started = time.perf_counter()
-            compute(name, batch, **{LEVELS_PARAMETER: k})
-            best = min(best, time.perf_counter() - started)
-        times[k] = best
-    return times
+            compute(name, batch, **params)
+            best[label] = min(best[label], time.perf_counter() - started)
+    return best
 
 
 def driver_chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
@@ -514,15 +513,27 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             f">= {END_TO_END_MIN_SPEEDUP:.0f}x",
             "[green]yes[/]" if ratio >= END_TO_END_MIN_SPEEDUP else "[red]no[/]",
         )
+    depth_notes: list[str] = []
     for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
-        times = figures["estimators"]
-        per_row_ratio = times[YARDSTICK_ESTIMATOR][largest] / times[name][largest]
+        # Timed in turn with the yardstick, so that both meet the same load: on a shared machine
+        # the speed drifts over seconds, and the table's times were taken apart. An estimator
+        # with levels of groups is also timed at each shallower depth.
+        declared = REGISTRY[name].defaults
+        depth = int(declared.get(LEVELS_PARAMETER, 0))
+        runs: dict[str, tuple[str, dict[str, Any]]] = {
+            YARDSTICK_ESTIMATOR: (YARDSTICK_ESTIMATOR, {}),
+            name: (name, {}),
+            **{f"{name}:{k}": (name, {LEVELS_PARAMETER: k}) for k in range(depth)},
+        }
+        paired = interleaved_times(rollouts[largest], runs)
+        per_row_ratio = paired[YARDSTICK_ESTIMATOR] / paired[name]
         figures["targets"].append(
             {
                 "estimator": name,
                 "versus": YARDSTICK_ESTIMATOR,
                 "rows": largest,
                 "speed_ratio": per_row_ratio,
+                "times_s": paired,
             }
         )
         targets.add_row(
@@ -531,19 +542,17 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             ">= 1x",
             "[green]yes[/]" if per_row_ratio >= 1.0 else "[red]no[/]",
         )
+        if LEVELS_PARAMETER in declared:
+            by_depth = [paired[f"{name}:{k}"] for k in range(depth)] + [paired[name]]
+            depth_notes.append(
+                f"{name} at {largest:,} rows by {LEVELS_PARAMETER}, timed in turn with "
+                f"{YARDSTICK_ESTIMATOR} ({1000 * paired[YARDSTICK_ESTIMATOR]:.1f} ms): "
+                + ", ".join(f"{k}: {1000 * seconds:.1f} ms" for k, seconds in enumerate(by_depth))
+                + ' (docs/estimators.md, "Benchmarks").'
+            )
     console.print(targets)
-    for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
-        if LEVELS_PARAMETER not in REGISTRY[name].defaults:
-            continue
-        by_level = levels_times(name, rollouts[largest])
-        figures.setdefault("levels", {})[name] = by_level
-        yardstick_s = figures["estimators"][YARDSTICK_ESTIMATOR][largest]
-        console.print(
-            f"{name} at {largest:,} rows by {LEVELS_PARAMETER}: "
-            + ", ".join(f"{k}: {1000 * seconds:.1f} ms" for k, seconds in by_level.items())
-            + f" ({YARDSTICK_ESTIMATOR}: {1000 * yardstick_s:.1f} ms; docs/estimators.md, "
-            '"Benchmarks")'
-        )
+    for note in depth_notes:
+        console.print(note)
     if quick:
         console.print("(quick run: targets past its largest batch need the full run)")
     return figures
