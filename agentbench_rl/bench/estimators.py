@@ -465,10 +465,11 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
     console.print(baseline)
     largest = max(sizes)
     console.print(
-        f"build: the StepBatch from the rows as the episode driver keeps them (StepColumns, one "
-        f"chunk per step); writing those chunks costs "
-        f"{1000 * figures['baseline'][largest]['write_s']:.1f} ms at {largest:,} rows, spread "
-        f"over the rollout's {MAX_STEPS} steps. from records: one dict per row."
+        f"build: the StepBatch from the rows as the episode driver keeps them (StepColumns, "
+        f"written a step at a time, turned into columns in blocks of {StepColumns.BLOCK_ROWS:,} "
+        f"rows); writing them costs {1000 * figures['baseline'][largest]['write_s']:.1f} ms at "
+        f"{largest:,} rows, spread over the rollout's {MAX_STEPS} steps. from records: one "
+        "dict per row."
     )
     root = peer_root()
     if root is not None:

@@ -230,9 +230,10 @@ class Lockstep:
 
     ``episodes[i]`` plays on env ``i`` of the pool; ``live`` lists the episodes still running, in
     pool order, which is the order :meth:`step` takes actions in and writes rows in. ``rows``
-    holds the step records as columns (one chunk per step, so the estimator's batch is built
-    without a pass over the rows); ``records`` reads them back as dicts. ``finished`` lists
-    episode indices in the order they ended.
+    holds the step records (:class:`~agentbench_rl.core.batch.StepColumns`: turned into columns
+    in blocks while the episodes play, so the estimator's batch is built without a pass over
+    the rows); ``records`` reads them back as dicts. ``finished`` lists episode indices in the
+    order they ended.
     """
 
     def __init__(self, pool: EnvPool, slots: Sequence[EpisodeSlot]) -> None:
