@@ -304,3 +304,12 @@ def test_step_columns_name_a_record_that_lacks_a_column_by_its_row() -> None:
     rows.extend([*two_trajectories()[:3], lacking])
     with raises_at("state_key", 3):  # or when the batch is built
         rows.batch()
+
+
+def test_step_columns_keep_what_is_not_a_number_as_given_for_the_batch_to_name() -> None:
+    rows = StepColumns()
+    rows.BLOCK_ROWS = 2
+    rows.extend(two_trajectories()[:2])  # a block of booleans
+    rows.extend([record("a", 2), record("b", 0, valid="yes")])  # a block holding a string
+    with pytest.raises(ValueError, match=re.escape("column 'valid', row 3: 'yes' is not a")):
+        rows.batch()

@@ -208,19 +208,11 @@ class StepBatch:
         rows = records if isinstance(records, list) else list(records)
         if not rows:
             raise _fail("group", None, "the batch is empty")
-        unknown = set(replaced) - {*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS}
-        if unknown:
-            raise _fail(sorted(unknown)[0], None, "is not a StepBatch column")
+        _check_replaced(replaced)
         columns: dict[str, Any] = dict(replaced)
         for name in REQUIRED_COLUMNS:
             if name not in columns:
                 columns[name] = _column(rows, name)
-        for name in ("group", "traj"):
-            if isinstance(columns[name], list):
-                columns[name] = _id_array(columns[name])
-        for name in ("obs_key", "state_key", "action_key"):
-            if isinstance(columns[name], list):
-                columns[name] = _object_array(columns[name])
         for name in _optional_keys(rows) - set(columns):
             if name == "hidden":
                 hidden = [record.get("hidden") for record in rows]
@@ -228,8 +220,9 @@ class StepBatch:
                     columns["hidden"] = _stack_hidden(hidden)
             else:
                 columns[name] = _column(rows, name, "missing (given on other rows)")
-        if isinstance(columns.get("semantic_key"), list):
-            columns["semantic_key"] = _object_array(columns["semantic_key"])
+        for name, values in columns.items():
+            if isinstance(values, list):
+                columns[name] = _record_values(name, values)
         return cls(**columns)
 
     def to_records(self) -> list[dict[str, Any]]:
@@ -379,14 +372,12 @@ class StepColumns:
         if not self._pending:
             return
         for name in REQUIRED_COLUMNS:
-            values = _column(self._pending, name, first_row=self._converted)
-            if name in ("group", "traj"):
-                array = _id_array(values)
-            elif name in ("obs_key", "state_key", "action_key"):
-                array = _object_array(values)
-            else:
-                array = np.asarray(values)
-            self._blocks[name].append(array)
+            column = _record_values(name, _column(self._pending, name, first_row=self._converted))
+            if isinstance(column, list):  # t, reward, valid: numbers, or their values as given
+                numbers = np.asarray(column)
+                # for the batch's checks, which name the row and value of what is not a number
+                column = numbers if numbers.dtype.kind in "biuf" else _object_array(column)
+            self._blocks[name].append(column)
         self._converted += len(self._pending)
         self._pending = []
 
@@ -441,9 +432,7 @@ class StepColumns:
         :meth:`StepBatch.from_records`."""
         if not len(self):
             raise _fail("group", None, "the batch is empty")
-        unknown = set(replaced) - {*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS}
-        if unknown:
-            raise _fail(sorted(unknown)[0], None, "is not a StepBatch column")
+        _check_replaced(replaced)
         columns = {name: self.column(name) for name in [*REQUIRED_COLUMNS, *self._whole]}
         columns.update(replaced)
         return StepBatch(**columns)
@@ -462,6 +451,23 @@ def _column(
         if lacking is None:
             raise
         raise _fail(name, first_row + lacking, missing) from None
+
+
+def _check_replaced(replaced: Mapping[str, Any]) -> None:
+    """Columns given in place of the records' must be batch columns."""
+    unknown = set(replaced) - {*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS}
+    if unknown:
+        raise _fail(sorted(unknown)[0], None, "is not a StepBatch column")
+
+
+def _record_values(name: str, values: list[Any]) -> Any:
+    """A column read from records, as a batch takes it: ``group`` and ``traj`` through
+    :func:`_id_array`, keys as objects; the other columns as given, for the batch to check."""
+    if name in ("group", "traj"):
+        return _id_array(values)
+    if name in ("obs_key", "state_key", "action_key", "semantic_key"):
+        return _object_array(values)
+    return values
 
 
 def _optional_keys(rows: list[Mapping[str, Any]]) -> set[str]:
