@@ -111,7 +111,8 @@ def test_split_sizes_and_task_types_match_the_data_set() -> None:
 
 
 def test_splits_are_fixed_lists_with_stable_checksums() -> None:
-    assert ALFWorldEnv.splits() == SPLITS == ("train", "valid_seen", "valid_unseen")
+    assert SPLITS == ("train", "valid_seen", "valid_unseen")
+    assert ALFWorldEnv.splits() == (*SPLITS, "demo")
     ids = {split: set(ALFWorldEnv.task_ids(split)) for split in SPLITS}
     assert not ids["train"] & ids["valid_seen"] and not ids["train"] & ids["valid_unseen"]
     assert not ids["valid_seen"] & ids["valid_unseen"]
@@ -149,6 +150,24 @@ def test_shipped_manifests_equal_build_splits_output(
     from_files = build.manifests_from_records(build.records_from_data_dir(alfworld_data))
     for split in VALID_SPLITS:
         assert from_files[split] == load_manifest(split)
+
+
+def test_the_shipped_demo_split_plays_with_no_data(tmp_path: Path) -> None:
+    """Six train games ship in the package (one per task type, the smallest of each), chosen by
+    build_splits.py; the env plays them with an empty data folder and the expert wins each."""
+    build = _build_splits_module()
+    demo = load_manifest("demo")
+    assert demo == build.demo_manifest(load_manifest("train"))
+    assert sorted(game.task_type for game in demo.games) == sorted(TASK_TYPES)
+    env = ALFWorldEnv(split="demo", data_dir=tmp_path)  # nothing installed there
+    for task_id in env.task_ids("demo"):
+        _, info = env.reset(options={"task_id": task_id})
+        for _ in range(50):
+            _, reward, terminated, truncated, info = env.step(env.expert_action())
+            if terminated or truncated:
+                break
+        assert info["won"] and reward == 1.0, task_id
+    env.close()
 
 
 # ---------------------------------------------------------------------- data folder and install

@@ -42,8 +42,13 @@ from agentbench_rl.envs.install import (
 )
 
 #: The standard splits: ``valid_seen`` is ALFWorld's in-distribution evaluation set,
-#: ``valid_unseen`` the out-of-distribution one (rooms never seen in training).
+#: ``valid_unseen`` the out-of-distribution one (rooms never seen in training). Their games are
+#: installed under the data folder (``data install alfworld``).
 SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+#: Splits whose games ship inside the package, so the env plays with nothing installed:
+#: ``demo`` is the smallest train game of each task type (``envs/alfworld/build_splits.py``
+#: chooses them), for trying the env and for the benchmarks of machines without the data.
+SHIPPED_SPLITS: tuple[str, ...] = ("demo",)
 #: The six ALFWorld task types (``category`` of every episode).
 TASK_TYPES: tuple[str, ...] = (
     "pick_and_place_simple",
@@ -88,6 +93,30 @@ def default_data_dir() -> Path:
         True
     """
     return Path(os.environ.get("ALFWORLD_DATA") or Path("~/.cache/alfworld")).expanduser()
+
+
+def shipped_data_dir() -> Path:
+    """The folder, inside the package, that holds the games of :data:`SHIPPED_SPLITS` (in the
+    ``json_2.1.1/<split>/<task>/<trial>/game.tw-pddl`` layout).
+
+    Example:
+        >>> (shipped_data_dir() / DATA_ROOT / "demo").is_dir()
+        True
+    """
+    return Path(str(resources.files(__package__) / "shipped"))
+
+
+def split_data_dir(split: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where a split's games are read from: the package for a shipped split, else
+    :func:`resolve_data_dir`.
+
+    Example:
+        >>> split_data_dir("demo") == shipped_data_dir()
+        True
+        >>> str(split_data_dir("valid_seen", "/tmp/alf"))
+        '/tmp/alf'
+    """
+    return shipped_data_dir() if split in SHIPPED_SPLITS else resolve_data_dir(data_dir)
 
 
 def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -239,14 +268,15 @@ def manifest_filename(split: str) -> str:
 
 @functools.cache
 def load_manifest(split: str) -> SplitManifest:
-    """The shipped manifest of a standard split (read once per process).
+    """The shipped manifest of a standard or shipped split (read once per process).
 
     Example:
         >>> load_manifest("train").games[0].split
         'train'
     """
-    if split not in SPLITS:
-        raise ValueError(f"alfworld: unknown split '{split}' (choose from {', '.join(SPLITS)})")
+    if split not in SPLITS + SHIPPED_SPLITS:
+        known = ", ".join(SPLITS + SHIPPED_SPLITS)
+        raise ValueError(f"alfworld: unknown split '{split}' (choose from {known})")
     text = resources.files(__package__).joinpath(manifest_filename(split)).read_text("utf-8")
     return SplitManifest.from_json(text)
 

@@ -21,13 +21,14 @@ from typing import ClassVar
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.alfworld.data import (
+    SHIPPED_SPLITS,
     SPLITS,
     GameRecord,
     load_manifest,
     read_game,
     require_split_data,
-    resolve_data_dir,
     sha256_bytes,
+    split_data_dir,
 )
 from agentbench_rl.envs.alfworld.native import Recovery
 from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
@@ -82,7 +83,7 @@ def load_backend(data_dir: Path, name: str = DEFAULT_BACKEND) -> ModuleType:
     """Import the engine, or raise ``ImportError`` saying which extra to install.
 
     Example:
-        >>> load_backend(resolve_data_dir(), "native").NOTHING_HAPPENS
+        >>> load_backend(split_data_dir("demo"), "native").NOTHING_HAPPENS
         'Nothing happens.'
     """
     if name not in BACKENDS:
@@ -115,11 +116,12 @@ class ALFWorldEnv(TextAgentEnv[str]):
 
     Args:
         split: ``train``, ``valid_seen`` (in-distribution eval) or ``valid_unseen``
-            (out-of-distribution eval).
+            (out-of-distribution eval); ``demo`` (six train games, one per task type) ships
+            with the package and plays with no data installed.
         max_steps: step limit (default 50).
         render_mode: ``"ansi"`` or ``None``.
         data_dir: folder holding ``json_2.1.1`` (default ``$ALFWORLD_DATA`` or
-            ``~/.cache/alfworld``).
+            ``~/.cache/alfworld``; the ``demo`` split reads the package's own copy).
         allow_modified_games: play a game whose sha256 differs from the manifest (with a
             warning) instead of refusing it; results must record this flag.
         backend: ``native`` (default: this package's reader of the game files) or
@@ -163,7 +165,7 @@ class ALFWorldEnv(TextAgentEnv[str]):
     ) -> None:
         super().__init__(split=split, max_steps=max_steps, render_mode=render_mode)
         self.observation_space = text_space()
-        self.data_dir = resolve_data_dir(data_dir)
+        self.data_dir = split_data_dir(split, data_dir)
         self.allow_modified_games = allow_modified_games
         self._manifest = load_manifest(split)
         require_split_data(self.data_dir, split)
@@ -181,13 +183,14 @@ class ALFWorldEnv(TextAgentEnv[str]):
     # -------------------------------------------------------------- splits
     @classmethod
     def splits(cls) -> Sequence[str]:
-        """``train`` (3,553 games), ``valid_seen`` (140) and ``valid_unseen`` (134).
+        """``train`` (3,553 games), ``valid_seen`` (140), ``valid_unseen`` (134) and the
+        shipped ``demo`` (6).
 
         Example:
             >>> ALFWorldEnv.splits()
-            ('train', 'valid_seen', 'valid_unseen')
+            ('train', 'valid_seen', 'valid_unseen', 'demo')
         """
-        return SPLITS
+        return SPLITS + SHIPPED_SPLITS
 
     @classmethod
     def task_ids(cls, split: str) -> list[str]:
