@@ -318,56 +318,95 @@ def vision_inputs(
     }
 
 
-def build_tiny_vl(texts: Iterable[str], config: TinyVLConfig, seed: int) -> tuple[Any, Any, Any]:
-    """The tiny-vl model, its tokenizer (trained on the env's text, with the vision tokens and a
-    Qwen-VL chat template) and a Qwen2-VL image processor (default settings), all built here."""
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
-        Qwen2VLImageProcessorPil,
-    )
-
-    tokenizer = build_tokenizer(texts, config.vocab_size)
+def vl_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
+    """The ``tiny`` byte-level BPE tokenizer trained on ``texts``, with the vision tokens and a
+    Qwen-VL chat template."""
+    tokenizer = build_tokenizer(texts, vocab_size)
     tokenizer.add_special_tokens(
         {"additional_special_tokens": [VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD]}
     )
     tokenizer.chat_template = TINY_VL_CHAT_TEMPLATE
+    return tokenizer
+
+
+def qwen25_vl_config(
+    tokenizer: Any,
+    text: dict[str, Any],
+    vision: dict[str, Any],
+    vocab_size: int | None = None,
+    mrope_section: Sequence[int] | None = None,
+) -> Any:
+    """A ``Qwen2_5_VLConfig`` for ``tokenizer``'s special tokens: ``text`` holds the language
+    model's sizes (``hidden_size``, ``intermediate_size``, ``num_hidden_layers``,
+    ``num_attention_heads``, ``num_key_value_heads``, and optionally ``max_position_embeddings``,
+    ``rope_theta``, ``tie_word_embeddings``), ``vision`` the vision tower's (Qwen2.5-VL's vision
+    config keys). ``vocab_size`` defaults to the tokenizer's; ``mrope_section`` (the rotary
+    half-dimension's temporal, height and width sections) to a split in thirds."""
+    from transformers import Qwen2_5_VLConfig
+
     token_id = tokenizer.convert_tokens_to_ids
-    head_dim = config.hidden_size // config.heads
-    # M-RoPE splits the rotary half-dimension into temporal, height and width sections.
+    head_dim = text["hidden_size"] // text["num_attention_heads"]
     half = head_dim // 2
-    sections = [half - 2 * (half // 3), half // 3, half // 3]
-    model_config = Qwen2_5_VLConfig(
+    sections = list(mrope_section or [half - 2 * (half // 3), half // 3, half // 3])
+    tie = text.get("tie_word_embeddings", True)
+    return Qwen2_5_VLConfig(
         text_config={
-            "vocab_size": len(tokenizer),
+            "vocab_size": vocab_size or len(tokenizer),
+            **{key: text[key] for key in _TEXT_SIZES},
+            "max_position_embeddings": text.get("max_position_embeddings", 2048),
+            "rope_parameters": {
+                "rope_type": "default",
+                "rope_theta": text.get("rope_theta", 10000.0),
+                "mrope_section": sections,
+            },
+            "tie_word_embeddings": tie,
+            "bos_token_id": tokenizer.eos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.pad_token_id,
+        },
+        vision_config={"out_hidden_size": text["hidden_size"], **vision},
+        image_token_id=token_id(IMAGE_PAD),
+        video_token_id=token_id(VIDEO_PAD),
+        vision_start_token_id=token_id(VISION_START),
+        vision_end_token_id=token_id(VISION_END),
+        tie_word_embeddings=tie,
+    )
+
+
+_TEXT_SIZES = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+)
+
+
+def build_tiny_vl(texts: Iterable[str], config: TinyVLConfig, seed: int) -> tuple[Any, Any, Any]:
+    """The tiny-vl model, its tokenizer (trained on the env's text, with the vision tokens and a
+    Qwen-VL chat template) and a Qwen2-VL image processor (default settings), all built here."""
+    from transformers import Qwen2_5_VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    tokenizer = vl_tokenizer(texts, config.vocab_size)
+    model_config = qwen25_vl_config(
+        tokenizer,
+        text={
             "hidden_size": config.hidden_size,
             "intermediate_size": config.intermediate_size,
             "num_hidden_layers": config.layers,
             "num_attention_heads": config.heads,
             "num_key_value_heads": config.kv_heads,
-            "max_position_embeddings": 2048,
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 10000.0,
-                "mrope_section": sections,
-            },
-            "tie_word_embeddings": True,
-            "bos_token_id": tokenizer.eos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.pad_token_id,
         },
-        vision_config={
+        vision={
             "depth": config.vision_depth,
             "hidden_size": config.vision_hidden_size,
             "intermediate_size": config.vision_intermediate_size,
             "num_heads": config.vision_heads,
-            "out_hidden_size": config.hidden_size,
             "fullatt_block_indexes": [config.vision_depth - 1],
         },
-        image_token_id=token_id(IMAGE_PAD),
-        video_token_id=token_id(VIDEO_PAD),
-        vision_start_token_id=token_id(VISION_START),
-        vision_end_token_id=token_id(VISION_END),
-        tie_word_embeddings=True,
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed_from(seed, "init") % 2**31)
