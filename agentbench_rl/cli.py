@@ -765,6 +765,35 @@ def bench_bipace_epsilon(
     _with_train_extra(measure)
 
 
+@bench_app.command("gpu")
+def bench_gpu(
+    out: Annotated[Path, typer.Option(help="Folder for gpu.json, gpu.md and gpu.log.")] = Path(
+        "gpu"
+    ),
+    dry_run: Annotated[
+        bool, typer.Option(help="Rehearse every section on the CPU with tiny models.")
+    ] = False,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(help="Only these sections (repeatable): tests, train, bipace, eval, vision."),
+    ] = None,
+    scale: Annotated[
+        float, typer.Option(min=0.1, max=10.0, help="Multiply every section's time limit.")
+    ] = 1.0,
+) -> None:
+    """The GPU figures in one run: the gpu tests, a bf16 training iteration at 0.5B and 1.5B,
+    BiPACE's cost at 1.5B and 7B, batched hf: evaluation and Qwen2.5-VL-3B (random weights of the
+    published shapes; nothing downloaded). .ci/gpu runs it on a lent machine."""
+
+    def measure() -> None:
+        require("train", "bench gpu")
+        from agentbench_rl.bench.gpu import run as run_gpu
+
+        run_gpu(out, dry_run, section, scale)
+
+    _with_train_extra(measure)
+
+
 def _with_train_extra(measure: Callable[[], None]) -> None:
     """Run a bench that needs the train extra: a missing extra or a bad config is one line."""
     try:

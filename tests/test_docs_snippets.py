@@ -66,6 +66,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # suite runs the cheaper lines; tests/test_cli_newcomer.py covers `leaderboard init` there.
     (r"^agentbench-rl eval .*--seeds 0 1 2", "slow"),
     (r"^agentbench-rl leaderboard ", "slow"),
+    # `bench gpu` without --dry-run needs a CUDA GPU; .ci/run rehearses it (.ci/gpu --dry-run).
+    (r"^agentbench-rl bench gpu(?!.*--dry-run)", "gpu"),
     (r"^agentbench-rl bench ", "slow"),
     (r"^agentbench-rl train --config baselines/sokoban-quickstart\.yaml", "slow"),
     (r"^agentbench-rl train --env visual_sokoban --model tiny-vl", "slow"),

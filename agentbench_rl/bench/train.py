@@ -62,12 +62,12 @@ def steps(repeats: int) -> int:
 
 
 def prepared(
-    config: TrainConfig, tick: Callable[[str], None] | None = None
+    config: TrainConfig, tick: Callable[[str], None] | None = None, policy: Any = None
 ) -> tuple[Any, Any, Callable[[bool], Any]]:
-    """The policy (its model as built at the start of training, behaviour cloning included when
-    enabled), the env pool (to close afterwards) and a function playing one iteration's
-    rollout (N x G trajectories, always the same seed; with hidden states when asked).
-    ``tick(what)`` is called once the model is built."""
+    """The policy (``policy`` when given, else its model as built at the start of training on
+    the CPU, behaviour cloning included when enabled), the env pool (to close afterwards) and a
+    function playing one iteration's rollout (N x G trajectories, always the same seed; with
+    hidden states when asked). ``tick(what)`` is called once the model is built."""
     import torch
 
     from agentbench_rl.core.hashing import seed_from
@@ -76,7 +76,8 @@ def prepared(
     from agentbench_rl.train.ppo import initial_policy, make_pool
 
     config.use_torch_threads()
-    policy, _ = initial_policy(config, "cpu", None)
+    if policy is None:
+        policy, _ = initial_policy(config, "cpu", None)
     if tick is not None:
         tick("model built (tokenizer, behaviour cloning)")
     pool = make_pool(config)
@@ -104,11 +105,13 @@ def measure(
     repeats: int = 6,
     advance: Callable[[str], None] | None = None,
     candidate: str = DEFAULT_CANDIDATE,
+    policy: Any = None,
 ) -> dict[str, float]:
     """Median seconds of each part (see the module docstring) for ``config`` (its model as
-    built at the start of training, behaviour cloning included when enabled) with its own
-    estimator as the base and ``candidate`` on top. ``advance(what)`` is called after each of
-    the :func:`steps` steps (a progress bar)."""
+    built at the start of training, behaviour cloning included when enabled, or ``policy``
+    when given: ``bench gpu``'s published shapes) with its own estimator as the base and
+    ``candidate`` on top. ``advance(what)`` is called after each of the :func:`steps` steps (a
+    progress bar)."""
     tick = advance or (lambda what: None)
     import torch
 
@@ -119,7 +122,7 @@ def measure(
     sides = {"base": config, "candidate": config.model_copy(update={"estimator": candidate})}
     params = {side: side_config.estimator_spec().params for side, side_config in sides.items()}
     hidden = {side: side_config.needs_hidden() for side, side_config in sides.items()}
-    policy, pool, rollout = prepared(config, tick)
+    policy, pool, rollout = prepared(config, tick, policy)
     try:
         rollout(False)  # warm-up
         tick("warm-up rollout")
