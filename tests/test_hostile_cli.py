@@ -282,3 +282,45 @@ def test_a_taken_port_is_named_with_the_way_out(capsys: pytest.CaptureFixture[st
         port = taken.getsockname()[1]
         line = one_error(capsys, "leaderboard", "serve", "--port", str(port))
     assert f"port {port} on 127.0.0.1 is taken" in line and "--port 0" in line
+
+
+# ------------------------------------------------------------------------------ worker counts
+def test_workers_past_the_maximum_are_refused_before_any_process(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``--workers 100000 --limit 2`` started 157 processes and 7.8 GB and never finished."""
+    line = one_error(
+        capsys,
+        "eval",
+        "--agent",
+        "random",
+        "--workers",
+        "100000",
+        "--limit",
+        "2",
+        "--out",
+        str(tmp_path / "o"),
+    )
+    assert "--workers must be in 1 .. 64, got 100000" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_workers_are_never_more_than_the_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two episodes in batches of one make two batches: two worker processes, not eight."""
+    import multiprocessing.pool
+
+    from agentbench_rl.harness import evaluate as harness
+
+    started: list[int] = []
+
+    class Context:
+        def Pool(self, processes: int, **kwargs: Any) -> Any:  # noqa: N802 (multiprocessing's)
+            started.append(processes)
+            return multiprocessing.pool.ThreadPool(processes, **kwargs)
+
+    monkeypatch.setattr(harness.multiprocessing, "get_context", lambda method: Context())
+    config = EvalConfig(env="sokoban", split="val", agent="random", limit=2)
+    summary = evaluate(config, tmp_path / "run", workers=8)
+    assert started == [2] and summary["n_episodes"] == 2

@@ -312,3 +312,51 @@ def test_curves_json_as_a_folder_and_curves_as_a_file_are_named(base: Path, tmp_
     write_json(other / "metadata.json", TRAINED)
     (other / "curves").write_text("not a folder")
     assert rejection(other) == "curves must be a folder of seed-<N>/metrics.jsonl"
+
+
+# ------------------------------------------------------------------------------ table size
+def _loading_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any load of the episodes table fail the test: the size check comes first."""
+    from agentbench_rl.leaderboard import validate
+
+    def loaded(path: Path) -> Any:
+        raise AssertionError(f"{path.name} was loaded before its size was checked")
+
+    monkeypatch.setattr(validate, "read_episode_table", loaded)
+
+
+def test_a_parquet_file_of_many_rows_is_refused_before_loading(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A few megabytes of Parquet can hold millions of identical rows (an attack took 4.3 GB of
+    memory with 20M): its footer's row count is checked against the split's 200 tasks x 1
+    declared seed first."""
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as parquet
+
+    folder = copy_of(base, tmp_path / "rows")
+    episodes = episodes_of(folder)
+    many = episodes.loc[[0] * 2_000_000].reset_index(drop=True)
+    parquet.write_table(pyarrow.Table.from_pandas(many), folder / "episodes.parquet")
+    (folder / "episodes.csv").unlink()
+    for name in ("config.json", "summary.json"):
+        record = read_json(folder / name)
+        config = record.get("config", record)
+        config["episodes_format"] = "parquet"
+        write_json(folder / name, record)
+    assert (folder / "episodes.parquet").stat().st_size < 3_000_000
+    _loading_refused(monkeypatch)
+    message = rejection(folder)
+    assert "holds 2,000,000 rows, more than 200" in message and "before loading" in message
+
+
+def test_an_episodes_csv_too_large_for_its_rows_is_refused_before_loading(
+    base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = copy_of(base, tmp_path / "bytes")
+    episodes = episodes_of(folder)
+    episodes.loc[0, "task_id"] = "x" * 300_000  # 200 rows may take at most 201 KiB
+    write_episodes(folder, episodes)
+    _loading_refused(monkeypatch)
+    message = rejection(folder)
+    assert "more than 200 episodes of at most 1024 bytes can take" in message

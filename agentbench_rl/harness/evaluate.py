@@ -63,6 +63,9 @@ EPISODE_COLUMNS = (
     "invalid_actions",
 )
 MAX_SEED = 2**32 - 1
+#: The most worker processes an evaluation starts (each holds its envs and agent, hundreds of
+#: MB for a model); fewer where there are fewer batches of jobs than that.
+MAX_WORKERS = 64
 
 
 @dataclass
@@ -297,6 +300,7 @@ def _run_jobs(
     # spawn, not fork: the parent runs a progress-bar thread, and forking threads can deadlock.
     context = multiprocessing.get_context("spawn")
     initargs = (config, batch_size, concurrency, out, env_server)
+    workers = min(workers, len(batches))  # a worker with no batch would only load the agent
     with context.Pool(workers, initializer=_init_worker, initargs=initargs) as pool:
         chunksize = max(1, 4 // batch_size)
         for rows in pool.imap_unordered(_worker_batch, batches, chunksize=chunksize):
@@ -358,8 +362,8 @@ def evaluate(
     env = config.validate()
     if env_server is not None:  # the server answers and serves this env, before anything is written
         config.make_env(env_server).close()
-    if workers < 1:
-        raise ValueError(f"--workers must be >= 1, got {workers}")
+    if not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"--workers must be in 1 .. {MAX_WORKERS}, got {workers}")
     if concurrency < 1:
         raise ValueError(f"--concurrency must be >= 1, got {concurrency}")
     if concurrency > 1 and agent is None and not config.agent.startswith("openai:"):

@@ -65,6 +65,12 @@ MAX_AGENT_LENGTH = 500
 _AGENT = re.compile(rf"[^\x00-\x1f\x7f]{{1,{MAX_AGENT_LENGTH}}}")
 #: Bound on an episode's return where the env has no reward rule to check it against.
 MAX_RETURN = 1e9
+#: The most episodes a submission may hold (e.g. 500 tasks x 2,000 seeds), and the most bytes
+#: a row may take in ``episodes.csv`` or, uncompressed, in ``episodes.parquet``. Both are checked
+#: before the table is loaded (the Parquet footer counts its rows), with the tighter bound of
+#: the split's tasks times the declared seeds: a small file cannot make validation take gigabytes.
+MAX_EPISODES = 1_000_000
+MAX_ROW_BYTES = 1024
 #: Fields of summary.json that the harness writes besides the figures ``summarize`` recomputes,
 #: and those newer harness versions add (not recomputed from episodes).
 RUN_FIELDS = EvaluationSummary.required_fields()
@@ -331,6 +337,49 @@ def read_episode_table(path: Path) -> pd.DataFrame:
         raise SubmissionError(f"{path.name} cannot be read as a table ({reason})") from None
 
 
+def check_table_size(path: Path, expected_rows: int) -> None:
+    """Refuse, before loading it, an episodes file with more rows than ``expected_rows`` (the
+    split's tasks times the declared seeds) or than :data:`MAX_EPISODES`, or more bytes than
+    :data:`MAX_ROW_BYTES` per allowed row (a CSV's bytes; a Parquet file's uncompressed ones)."""
+    path = Path(path)
+    allowed = min(expected_rows, MAX_EPISODES)
+    limit = (
+        "the split's tasks x the declared seeds"
+        if expected_rows <= MAX_EPISODES
+        else (f"the limit of {MAX_EPISODES:,} episodes")
+    )
+    if path.suffix == ".csv":
+        size = path.stat().st_size
+        if size > (allowed + 1) * MAX_ROW_BYTES:
+            raise SubmissionError(
+                f"{path.name} is {size:,} bytes, more than {allowed:,} episodes of at most "
+                f"{MAX_ROW_BYTES} bytes can take ({limit}); refused before loading"
+            )
+        return
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError:
+        raise SubmissionError(
+            f"episodes.parquet needs pyarrow: {install_hint('parquet')}"
+        ) from None
+    try:
+        footer = parquet.ParquetFile(path).metadata
+    except (OSError, ValueError) as error:  # pyarrow's ArrowInvalid is a ValueError
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise SubmissionError(f"{path.name} cannot be read as a table ({reason})") from None
+    if footer.num_rows > allowed:
+        raise SubmissionError(
+            f"{path.name} holds {footer.num_rows:,} rows, more than {allowed:,} ({limit}); "
+            "refused before loading"
+        )
+    size = sum(footer.row_group(k).total_byte_size for k in range(footer.num_row_groups))
+    if size > (allowed + 1) * MAX_ROW_BYTES:
+        raise SubmissionError(
+            f"{path.name} unpacks to {size:,} bytes, more than {allowed:,} episodes of at most "
+            f"{MAX_ROW_BYTES} bytes can take; refused before loading"
+        )
+
+
 def _row(name: str, index: int) -> str:
     """How a user finds row ``index`` of the table: the CSV line (header is line 1)."""
     return f"{name} line {index + 2}" if name.endswith(".csv") else f"{name} row {index}"
@@ -493,6 +542,8 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
     _check_training_run(metadata, summary)
     env, split = summary["env"], summary["split"]
 
+    tasks = len(env_class(env).task_ids(split))
+    check_table_size(folder / episodes_name, tasks * len(metadata.seeds))
     episodes = read_episode_table(folder / episodes_name)
     _check_columns(episodes, episodes_name)
     _check_coverage(episodes, episodes_name, env, split, metadata.seeds)
