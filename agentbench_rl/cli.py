@@ -2,7 +2,9 @@
 
 Sub-commands import their machinery lazily so that ``agentbench-rl --help`` stays instant and a
 missing optional extra only matters to the command that needs it. Every user error (unknown env,
-split, agent, bad seed) exits with one line naming the problem, never a traceback.
+split, agent, bad seed, a missing file or extra, a full disk) exits with one line naming the
+problem, never a traceback: commands raise, and :func:`main` alone turns
+:data:`USER_ERRORS` into that line (:func:`user_message`).
 """
 
 from __future__ import annotations
@@ -10,21 +12,45 @@ from __future__ import annotations
 import errno
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 import typer.core
+from pydantic import ValidationError
 from rich.markup import escape
 
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
-from agentbench_rl.extras import install_hint, require
+from agentbench_rl.envs.remote import ServerGone
+from agentbench_rl.extras import extra_of, install_hint, require
 from agentbench_rl.progress import console_for
+from agentbench_rl.spec.typed import one_line
+
+#: The errors a command ends on with one line and exit status 2, wherever they are raised: bad
+#: input, a missing file, folder, extra or server, a full disk, a gradient that is not finite
+#: (nothing applied; the run's last checkpoint kept).
+USER_ERRORS = (ValueError, OSError, ImportError, FloatingPointError)
+#: The commands a rerun with ``--resume`` continues.
+RESUMABLE_COMMANDS = ("eval", "train", "sweep")
+
+
+class _Commands(typer.core.TyperGroup):
+    """The command group: a user error raised anywhere in a command (:data:`USER_ERRORS`) ends
+    it with one line (:func:`user_message`), here and nowhere else."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except USER_ERRORS as problem:
+            _error_line(user_message(problem, ctx.invoked_subcommand))
+            raise typer.Exit(code=2) from None
+
 
 app = typer.Typer(
+    cls=_Commands,
     name="agentbench-rl",
     help="Text-agent environments, advantage estimators and a seeded evaluation harness.",
     no_args_is_help=True,
@@ -199,15 +225,6 @@ def eval_command(
             console.print(problem.trace, markup=False, highlight=False, end="")
         _fail(str(problem))
         return
-    except (
-        ValueError,
-        FileExistsError,
-        FileNotFoundError,
-        ImportError,
-        ConnectionError,
-    ) as problem:
-        _fail(str(problem))
-        return
     from agentbench_rl.harness.report import print_summary
 
     print_summary(summary, console_for())
@@ -233,46 +250,65 @@ def serve_env_command(
         list[str] | None,
         typer.Option(help="Env constructor argument KEY=VALUE (JSON value), repeatable."),
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="Require Authorization: Bearer TOKEN on every request (default: the "
+            "AGENTBENCH_SERVER_TOKEN variable; clients send the same variable's value)."
+        ),
+    ] = None,
     max_sessions: Annotated[int, typer.Option(min=1, help="Sessions (envs) at once.")] = 64,
+    max_detached_sessions: Annotated[
+        int, typer.Option(min=1, help="Of those, sessions made over HTTP without a connection.")
+    ] = 4,
     idle_timeout: Annotated[
-        float, typer.Option(min=1, help="Seconds a session may idle before it is closed.")
+        float, typer.Option(min=1, help="Seconds a session may go without playing.")
     ] = 600.0,
     max_message_bytes: Annotated[
         int, typer.Option(min=1024, help="Largest request or WebSocket message.")
     ] = 1 << 20,
+    body_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a request body may take to arrive.")
+    ] = 10.0,
 ) -> None:
     """Serve an env over OpenEnv's protocol (WebSocket sessions; needs the openenv extra)."""
+    from agentbench_rl.core.net import is_loopback
     from agentbench_rl.envs import evaluation_split
     from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.harness.evaluate import parse_env_options
 
-    try:
-        from agentbench_rl.integrations.openenv.server import serve
-    except ImportError:
-        _fail("serve-env needs openenv-core: pip install 'agentbench-rl[openenv]'")
-        return
-    try:
-        spec = EnvSpec(
-            name=env,
-            split=split or evaluation_split(env),
-            kwargs=parse_env_options(env_option or []),
-            max_steps=max_steps,
-        )
-        console.print(
-            escape(f"serving {spec.name}/{spec.split} on http://{host}:{port} (Ctrl-C stops)"),
-            highlight=False,
-            soft_wrap=True,
-        )
-        serve(
-            spec,
-            host=host,
-            port=port,
-            max_sessions=max_sessions,
-            idle_timeout=idle_timeout,
-            max_message_bytes=max_message_bytes,
-        )
-    except (ValueError, TypeError) as problem:
-        _fail(str(problem))
+    require("openenv", "serve-env")
+    from agentbench_rl.integrations.openenv.server import serve, server_token
+
+    spec = EnvSpec(
+        name=env,
+        split=split or evaluation_split(env),
+        kwargs=parse_env_options(env_option or []),
+        max_steps=max_steps,
+    )
+    secret = server_token(token)
+
+    def ready(url: str) -> None:
+        if secret is None and not is_loopback(host):
+            _warning_line(
+                f"serving beyond this machine ({host}) without a token: anyone who reaches "
+                "the port plays; pass --token or set AGENTBENCH_SERVER_TOKEN"
+            )
+        line = f"serving {spec.name}/{spec.split} on {url} (Ctrl-C stops)"
+        console.print(escape(line), highlight=False, soft_wrap=True)
+
+    serve(
+        spec,
+        host=host,
+        port=port,
+        ready=ready,
+        max_sessions=max_sessions,
+        max_detached_sessions=max_detached_sessions,
+        idle_timeout=idle_timeout,
+        max_message_bytes=max_message_bytes,
+        body_timeout=body_timeout,
+        token=secret,
+    )
 
 
 @app.command("view")
@@ -282,11 +318,7 @@ def view_command(
     """Render what the agent did (steps, frames, step graphs) as RUN/view.html."""
     from agentbench_rl.harness.view import render_view
 
-    try:
-        page = render_view(run)
-    except ValueError as problem:
-        _fail(str(problem))
-        return
+    page = render_view(run)
     console.print(escape(f"wrote {page} (open it in a browser)"), highlight=False, soft_wrap=True)
 
 
@@ -327,51 +359,41 @@ def train_command(
     ] = None,
 ) -> None:
     """Train a policy with PPO-clip and any advantage estimator (see baselines/)."""
-    try:
-        require("train", "train")
-        from agentbench_rl.train.config import load_config
+    require("train", "train")
+    from agentbench_rl.train.config import load_config
 
-        flags: dict[str, Any] = {"env": env, "estimator": estimator, "model": model, "seed": seed}
-        flags["backend"] = backend
-        if engine not in (None, "verl"):
-            flags["engine"] = engine
-        values = {key: value for key, value in flags.items() if value is not None}
-        if bc:
-            values["bc"] = {"enabled": True}
-        ours, verl_extra = list(overrides or []), list[str]()
-        if engine == "verl":
-            from agentbench_rl.integrations.verl.config import split_overrides
+    flags: dict[str, Any] = {"env": env, "estimator": estimator, "model": model, "seed": seed}
+    flags["backend"] = backend
+    if engine not in (None, "verl"):
+        flags["engine"] = engine
+    values = {key: value for key, value in flags.items() if value is not None}
+    if bc:
+        values["bc"] = {"enabled": True}
+    ours, verl_extra = list(overrides or []), list[str]()
+    if engine == "verl":
+        from agentbench_rl.integrations.verl.config import split_overrides
 
-            ours, verl_extra = split_overrides(ours)
-        train_config = load_config(config, ours, values)
-        train_config.check()
-        if show_config:
-            from agentbench_rl.train.config import show_config as sectioned
+        ours, verl_extra = split_overrides(ours)
+    train_config = load_config(config, ours, values)
+    train_config.check()
+    if show_config:
+        from agentbench_rl.train.config import show_config as sectioned
 
-            console_for().print(sectioned(train_config), end="", markup=False, highlight=False)
-            return
-        if out is None:
-            label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
-            name = f"{train_config.env}-{train_config.estimator}-{label}-seed{train_config.seed}"
-            out = Path("runs") / name
-        if engine == "verl":
-            from agentbench_rl.integrations.verl.launcher import hf_checkpoint, train_verl
-
-            train_verl(train_config, out, verl_extra, resume=resume)
-            console.print(f"run in {out}/; evaluate with --agent hf:{hf_checkpoint(out)}")
-            return
-        from agentbench_rl.train.ppo import train
-
-        metrics = train(train_config, out, resume=resume, console=console)
-    except (
-        ValueError,
-        FileExistsError,
-        FileNotFoundError,
-        ImportError,
-        FloatingPointError,  # a non-finite gradient: nothing applied, the last checkpoint kept
-    ) as problem:
-        _fail(str(problem))
+        console_for().print(sectioned(train_config), end="", markup=False, highlight=False)
         return
+    if out is None:
+        label = train_config.model.rstrip("/").rsplit("/", 1)[-1]
+        name = f"{train_config.env}-{train_config.estimator}-{label}-seed{train_config.seed}"
+        out = Path("runs") / name
+    if engine == "verl":
+        from agentbench_rl.integrations.verl.launcher import hf_checkpoint, train_verl
+
+        train_verl(train_config, out, verl_extra, resume=resume)
+        console.print(f"run in {out}/; evaluate with --agent hf:{hf_checkpoint(out)}")
+        return
+    from agentbench_rl.train.ppo import train
+
+    metrics = train(train_config, out, resume=resume, console=console)
     last = next((row for row in reversed(metrics) if "val_success" in row), None)
     if last is not None:
         console.print(
@@ -390,19 +412,20 @@ def verl_data_command(
     ] = None,
 ) -> None:
     """Write a split's task list as verl's parquet dataset (one row per task)."""
-    try:
-        from agentbench_rl.integrations.verl.data import write_split
+    from agentbench_rl.integrations.verl.data import write_split
 
-        if out.is_dir():
-            raise ValueError(f"{out} is a folder; give the parquet file to write")
-        rows = write_split(env, split, out, size)
-    except (ValueError, ImportError) as problem:
-        _fail(str(problem))
-        return
-    except OSError as problem:
-        _fail(f"cannot write {out} ({problem.strerror or problem})")
-        return
-    console.print(f"{rows} tasks of {env} {split} in {out}")
+    if out.is_dir():
+        raise ValueError(f"{out} is a folder; give the parquet file to write")
+    rows = write_split(env, split, out, size)
+    console.print(
+        escape(
+            f"wrote {out}: {rows} rows, one per task of {env}/{split} (columns data_source, "
+            "prompt, agent_name, reward_model, extra_info.task_id); give it to verl as "
+            f"data.train_files={out}, whose agent loop plays each task"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 @app.command("verl-export")
@@ -411,16 +434,9 @@ def verl_export_command(
     step: Annotated[int | None, typer.Option(help="Checkpoint step (default: the last).")] = None,
 ) -> None:
     """Print the Hugging Face folder of a verl checkpoint (converted when needed)."""
-    try:
-        from agentbench_rl.integrations.verl.launcher import hf_checkpoint
+    from agentbench_rl.integrations.verl.launcher import hf_checkpoint
 
-        folder = hf_checkpoint(run, step)
-    except ImportError as problem:
-        _fail(f"verl-export needs the verl extra ({problem}): {install_hint('verl')}")
-        return
-    except (FileNotFoundError, RuntimeError) as problem:
-        _fail(str(problem))
-        return
+    folder = hf_checkpoint(run, step)
     print(folder)
     console.print(f"evaluate with: agentbench-rl eval --agent hf:{folder}")
 
@@ -442,19 +458,15 @@ def sweep_command(
     ] = False,
 ) -> None:
     """Run a grid of training runs (resumable; finished runs are skipped) and summarise it."""
-    try:
-        require("train", "sweep")
-        require("plot", "sweep (its success plot)")
-        from agentbench_rl.train.sweep import load_sweep, run_sweep, summarize_sweep
+    require("train", "sweep")
+    require("plot", "sweep (its success plot)")
+    from agentbench_rl.train.sweep import load_sweep, run_sweep, summarize_sweep
 
-        sweep = load_sweep(file, out)
-        if summary_only:
-            summarize_sweep(sweep, overrides or [], console)
-        else:
-            run_sweep(sweep, overrides or [], runner=runner, console=console)
-    except (ValueError, FileExistsError, FileNotFoundError, ImportError) as problem:
-        _fail(str(problem))
-        return
+    sweep = load_sweep(file, out)
+    if summary_only:
+        summarize_sweep(sweep, overrides or [], console)
+    else:
+        run_sweep(sweep, overrides or [], runner=runner, console=console)
     console.print(
         escape(f"summary in {sweep.out / sweep.name}/ (summary.md, summary.json, success.png)")
     )
@@ -473,11 +485,7 @@ def estimators_command(
 
     from agentbench_rl.estimators import available, resolve
 
-    try:
-        declared = [resolve(one) for one in ([name] if name else available())]
-    except ValueError as problem:
-        _fail(str(problem))
-        return
+    declared = [resolve(one) for one in ([name] if name else available())]
     if as_json:
         print(json.dumps([estimator.schema() for estimator in declared], indent=1, default=str))
         return
@@ -512,16 +520,11 @@ def bench_envs(
     from agentbench_rl.bench.envs import run as run_envs
     from agentbench_rl.bench.envs import run_served
 
-    try:
-        if server:
-            for name in env or ["sokoban"]:
-                run_served(name, steps=steps, console=console_for())
-        else:
-            run_envs(env or None, steps=steps, console=console_for())
-    except ImportError:
-        _fail("bench envs --server needs openenv-core: pip install 'agentbench-rl[openenv]'")
-    except (ValueError, RuntimeError) as problem:
-        _fail(str(problem))
+    if server:
+        for name in env or ["sokoban"]:
+            run_served(name, steps=steps, console=console_for())
+    else:
+        run_envs(env or None, steps=steps, console=console_for())
 
 
 @bench_app.command("alfworld")
@@ -534,10 +537,7 @@ def bench_alfworld(
     """ALFWorld's native engine against TextWorld per call (time, memory), and worker scaling."""
     from agentbench_rl.bench.alfworld import report
 
-    try:
-        report(console_for(), games=games, workers=workers)
-    except (ImportError, FileNotFoundError) as problem:  # no TextWorld, or no game files
-        _fail(str(problem))
+    report(console_for(), games=games, workers=workers)
 
 
 @bench_app.command("estimators")
@@ -581,31 +581,28 @@ def bench_fidelity(
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
     exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
-    try:
-        require("plot", "bench fidelity")
-        if env is None:
-            from agentbench_rl.bench.fidelity import run as run_fidelity
+    require("plot", "bench fidelity")
+    if env is None:
+        from agentbench_rl.bench.fidelity import run as run_fidelity
 
-            run_fidelity(seeds=seeds, out=out, console=console_for())
-            return
-        from agentbench_rl.bench.truth import TruthSettings
-        from agentbench_rl.bench.truth import run as run_truth
-        from agentbench_rl.harness.evaluate import parse_env_options
+        run_fidelity(seeds=seeds, out=out, console=console_for())
+        return
+    from agentbench_rl.bench.truth import TruthSettings
+    from agentbench_rl.bench.truth import run as run_truth
+    from agentbench_rl.harness.evaluate import parse_env_options
 
-        settings = TruthSettings(
-            env=env,
-            env_options=parse_env_options(env_option or []),
-            agent=agent,
-            split=split,
-            tasks=tasks,
-            group_size=group_size,
-            continuations=continuations,
-            seed=seed,
-            max_steps=max_steps,
-        )
-        run_truth(settings, out, console_for(), parallel=parallel)
-    except (ValueError, ImportError, FileNotFoundError) as problem:
-        _fail(str(problem))
+    settings = TruthSettings(
+        env=env,
+        env_options=parse_env_options(env_option or []),
+        agent=agent,
+        split=split,
+        tasks=tasks,
+        group_size=group_size,
+        continuations=continuations,
+        seed=seed,
+        max_steps=max_steps,
+    )
+    run_truth(settings, out, console_for(), parallel=parallel)
 
 
 @bench_app.command("learning")
@@ -634,20 +631,17 @@ def bench_learning(
     """Which estimator learns fastest: PPO on small exact MDPs, J(π) by dynamic programming."""
     from agentbench_rl.bench.learning.bench import run as run_learning
 
-    try:
-        require("plot", "bench learning (it plots the curves)")
-        run_learning(
-            mdp,
-            estimator,
-            seeds,
-            out,
-            console_for(),
-            iterations=iterations,
-            workers=workers,
-            params=param or [],
-        )
-    except (ValueError, ImportError) as problem:
-        _fail(str(problem))
+    require("plot", "bench learning (it plots the curves)")
+    run_learning(
+        mdp,
+        estimator,
+        seeds,
+        out,
+        console_for(),
+        iterations=iterations,
+        workers=workers,
+        params=param or [],
+    )
 
 
 @bench_app.command("eval")
@@ -665,25 +659,19 @@ def bench_eval(
     repeats: Annotated[int, typer.Option(min=1, help="Alternating runs of each side.")] = 3,
 ) -> None:
     """Batched hf: evaluation vs the trainer's rollout, and openai: concurrency C vs 1."""
-    try:
-        require("train", "bench eval")
-        from agentbench_rl.bench.eval import run as run_eval
-    except ImportError as problem:
-        _fail(str(problem))
-        return
-    try:
-        run_eval(
-            console_for(),
-            levels=levels,
-            batch_size=batch_size,
-            episodes=episodes,
-            concurrency=concurrency,
-            latency=latency_ms / 1000,
-            max_steps=max_steps,
-            repeats=repeats,
-        )
-    except ValueError as problem:
-        _fail(str(problem))
+    require("train", "bench eval")
+    from agentbench_rl.bench.eval import run as run_eval
+
+    run_eval(
+        console_for(),
+        levels=levels,
+        batch_size=batch_size,
+        episodes=episodes,
+        concurrency=concurrency,
+        latency=latency_ms / 1000,
+        max_steps=max_steps,
+        repeats=repeats,
+    )
 
 
 @bench_app.command("train")
@@ -709,13 +697,10 @@ def bench_train(
     GiGPO), or (--versus) one model's iteration cost against another's on the same config
     (needs the train extra)."""
 
-    def measure() -> None:
-        require("train", "bench train")
-        from agentbench_rl.bench.train import run as run_train
+    require("train", "bench train")
+    from agentbench_rl.bench.train import run as run_train
 
-        run_train(config, overrides or [], repeats, console_for(), versus, candidate)
-
-    _with_train_extra(measure)
+    run_train(config, overrides or [], repeats, console_for(), versus, candidate)
 
 
 @bench_app.command("engines")
@@ -733,14 +718,11 @@ def bench_engines(
     """Tokens per second of rollout generation with transformers and with vLLM on one batch
     (needs the train and vllm extras; on a CPU, vLLM's CPU build: .ci/vllm)."""
 
-    def measure() -> None:
-        require("train", "bench engines")
-        require("vllm", "bench engines")
-        from agentbench_rl.bench.engines import run as run_engines
+    require("train", "bench engines")
+    require("vllm", "bench engines")
+    from agentbench_rl.bench.engines import run as run_engines
 
-        run_engines(console_for(), model, env, rows, max_new_tokens, repeats)
-
-    _with_train_extra(measure)
+    run_engines(console_for(), model, env, rows, max_new_tokens, repeats)
 
 
 @bench_app.command("bipace-epsilon")
@@ -756,13 +738,10 @@ def bench_bipace_epsilon(
 ) -> None:
     """BiPACE's cluster purity and singleton rate per ε on the config's own rollouts."""
 
-    def measure() -> None:
-        from agentbench_rl.bench.bipace_epsilon import EPSILONS
-        from agentbench_rl.bench.bipace_epsilon import run as run_epsilon
+    from agentbench_rl.bench.bipace_epsilon import EPSILONS
+    from agentbench_rl.bench.bipace_epsilon import run as run_epsilon
 
-        run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, console_for())
-
-    _with_train_extra(measure)
+    run_epsilon(config, overrides or [], batches, epsilon or EPSILONS, console_for())
 
 
 @bench_app.command("gpu")
@@ -785,24 +764,10 @@ def bench_gpu(
     BiPACE's cost at 1.5B and 7B, batched hf: evaluation and Qwen2.5-VL-3B (random weights of the
     published shapes; nothing downloaded). .ci/gpu runs it on a lent machine."""
 
-    def measure() -> None:
-        require("train", "bench gpu")
-        from agentbench_rl.bench.gpu import run as run_gpu
+    require("train", "bench gpu")
+    from agentbench_rl.bench.gpu import run as run_gpu
 
-        run_gpu(out, dry_run, section, scale)
-
-    _with_train_extra(measure)
-
-
-def _with_train_extra(measure: Callable[[], None]) -> None:
-    """Run a bench that needs the train extra: a missing extra or a bad config is one line."""
-    try:
-        measure()
-    except ImportError as problem:
-        message = str(problem)
-        _fail(message if "pip install" in message else f"{message}; {install_hint('train')}")
-    except (ValueError, FileNotFoundError) as problem:
-        _fail(str(problem))
+    run_gpu(out, dry_run, section, scale)
 
 
 @data_app.command("install")
@@ -842,14 +807,9 @@ def data_install(
                 tasks[phase] = progress.add_task(phase, total=None)
             progress.update(tasks[phase], completed=done, total=total or None)
 
-        try:
-            summary = _install(
-                name, archive, source, url, data_dir, max_bytes, allow_modified_games, show
-            )
-        except ValueError as problem:
-            progress.stop()
-            _fail(str(problem))
-            return
+        summary = _install(
+            name, archive, source, url, data_dir, max_bytes, allow_modified_games, show
+        )
     console.print(escape(summary), highlight=False)
 
 
@@ -898,11 +858,7 @@ def leaderboard_validate(
     from agentbench_rl.leaderboard.render import percent
     from agentbench_rl.leaderboard.validate import validate_submission
 
-    try:
-        submission = validate_submission(folder)
-    except ValueError as problem:
-        _fail(str(problem))
-        return
+    submission = validate_submission(folder)
     success = submission.figures["success"]
     low, high = success["ci95"]
     console_for().print(
@@ -934,15 +890,11 @@ def leaderboard_init(
     from agentbench_rl.spec.results_folder import ResultsFolder
 
     target = folder / METADATA_FILE
-    try:
-        if target.exists():
-            raise ValueError(f"{target} exists already; edit it instead")
-        summary = read_json(ResultsFolder(folder).summary_file)
-        if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
-            raise ValueError(f"{ResultsFolder(folder).summary_file} is not an eval summary")
-    except (ValueError, OSError) as problem:
-        _fail(str(problem))
-        return
+    if target.exists():
+        raise ValueError(f"{target} exists already; edit it instead")
+    summary = read_json(ResultsFolder(folder).summary_file)
+    if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
+        raise ValueError(f"{ResultsFolder(folder).summary_file} is not an eval summary")
     import json
 
     from agentbench_rl.core.atomic import atomic_write_text
@@ -977,11 +929,7 @@ def leaderboard_submit(
     """Validate a submission and file it under ROOT/<env>/<split>/ (never overwriting one)."""
     from agentbench_rl.leaderboard.store import submit
 
-    try:
-        filed = submit(folder, root)
-    except ValueError as problem:
-        _fail(str(problem))
-        return
+    filed = submit(folder, root)
     console.print(
         escape(f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards"),
         highlight=False,
@@ -996,15 +944,8 @@ def leaderboard_render(
     """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions."""
     from agentbench_rl.leaderboard.render import render
 
-    try:
-        require("plot", "leaderboard render")
-        written = render(root, on_skip=_warning_line)
-    except (ValueError, ImportError) as problem:
-        _fail(str(problem))
-        return
-    except OSError as problem:
-        _fail(f"cannot write the boards under {root} ({problem.strerror or problem})")
-        return
+    require("plot", "leaderboard render")
+    written = render(root, on_skip=_warning_line)
     console.print(
         escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
         highlight=False,
@@ -1031,26 +972,22 @@ def leaderboard_file_runs(
     skipped, so rerun it whenever more runs have finished. Then render the boards."""
     from rich.table import Table
 
-    try:
-        require("train", "leaderboard file-runs")
-        require("plot", "leaderboard file-runs (it renders the boards)")
-        from agentbench_rl.leaderboard.render import percent, render
-        from agentbench_rl.leaderboard.trained import file_runs
-        from agentbench_rl.train.sweep import load_sweep
+    require("train", "leaderboard file-runs")
+    require("plot", "leaderboard file-runs (it renders the boards)")
+    from agentbench_rl.leaderboard.render import percent, render
+    from agentbench_rl.leaderboard.trained import file_runs
+    from agentbench_rl.train.sweep import load_sweep
 
-        where = runs_root or load_sweep(sweep).out
-        done, problems = file_runs(
-            sweep,
-            where,
-            root,
-            overrides or [],
-            split,
-            on_step=lambda message: console.print(escape(message), highlight=False),
-        )
-        written = render(root)
-    except (ValueError, FileNotFoundError, ImportError) as problem:
-        _fail(str(problem))
-        return
+    where = runs_root or load_sweep(sweep).out
+    done, problems = file_runs(
+        sweep,
+        where,
+        root,
+        overrides or [],
+        split,
+        on_step=lambda message: console.print(escape(message), highlight=False),
+    )
+    written = render(root)
     table = Table(title=f"finished runs of {escape(str(sweep))} under {escape(str(where))}")
     for header in ("run", "val % trainer", "val % harness", "episodes differing", "test %", ""):
         table.add_column(header)
@@ -1081,17 +1018,7 @@ def leaderboard_serve(
     """Serve the rendered site locally until Ctrl-C."""
     from agentbench_rl.leaderboard.serve import make_server, site_url
 
-    try:
-        server = make_server(root, port=port)
-    except ValueError as problem:
-        _fail(str(problem))
-        return
-    except OSError as problem:
-        if problem.errno == errno.EADDRINUSE:
-            _fail(f"port {port} on 127.0.0.1 is taken; pass another --port (--port 0: a free one)")
-        else:
-            _fail(f"cannot serve on port {port} ({problem.strerror or problem})")
-        return
+    server = make_server(root, port=port)
     console.print(
         escape(f"serving {site_url(server)} (Ctrl-C stops)"), highlight=False, soft_wrap=True
     )
@@ -1105,7 +1032,6 @@ def leaderboard_serve(
 
 _INTEGER = re.compile(r"^-?\d+$")
 INTERRUPTED = 130  # the shell's code for a process ended by SIGINT
-RESUMABLE_COMMANDS = ("eval", "train", "sweep")
 
 
 def expand_list_options(args: Sequence[str], options: Sequence[str] = ("--seeds",)) -> list[str]:
@@ -1134,6 +1060,40 @@ def expand_list_options(args: Sequence[str], options: Sequence[str] = ("--seeds"
     if pending is not None:
         expanded.append(pending)
     return expanded
+
+
+def user_message(problem: BaseException, command: str | None = None) -> str:
+    """The one line a user error (:data:`USER_ERRORS`) ends ``command`` with.
+
+    Example:
+        >>> full = OSError(errno.ENOSPC, "No space left on device", "runs/x/metrics.jsonl")
+        >>> user_message(full, "train").startswith("no space left on the device writing runs/x")
+        True
+        >>> user_message(full, "train").endswith("then rerun with --resume (what finished is kept)")
+        True
+        >>> user_message(FileNotFoundError(errno.ENOENT, "No such file or directory", "a.yaml"))
+        'a.yaml: No such file or directory'
+    """
+    if isinstance(problem, OSError) and problem.errno == errno.ENOSPC:
+        where = f" writing {problem.filename}" if problem.filename else ""
+        then = (
+            ", then rerun with --resume (what finished is kept)"
+            if command in RESUMABLE_COMMANDS
+            else ", then run it again"
+        )
+        return f"no space left on the device{where}: free some space{then}"
+    if isinstance(problem, ValidationError):  # a typed declaration made in code (EnvSpec)
+        return one_line(problem)
+    if isinstance(problem, ServerGone) and command in RESUMABLE_COMMANDS:
+        return f"{problem}; what finished is kept: rerun with --resume once it answers again"
+    if isinstance(problem, OSError) and problem.errno is not None and problem.strerror:
+        return f"{problem.filename}: {problem.strerror}" if problem.filename else problem.strerror
+    message = str(problem) or type(problem).__name__
+    if isinstance(problem, ModuleNotFoundError) and "pip install" not in message:
+        extra = extra_of(problem.name)
+        if extra is not None:
+            message += f"; {install_hint(extra)}"
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -34,7 +34,20 @@ NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "parquet": (("pyarrow",), "parquet"),
     "plot": (("matplotlib",), "plot"),
     "vllm": (("vllm",), "vllm"),
+    "openenv": (("openenv",), "openenv"),
+    "trl": (("trl",), "trl"),
 }
+
+
+def extra_of(module: str | None) -> str | None:
+    """The extra that installs ``module`` (a dotted name: its top package counts), if any.
+
+    Example:
+        >>> extra_of("transformers.models"), extra_of("json")
+        ('train', None)
+    """
+    top = (module or "").split(".")[0]
+    return next((extra for modules, extra in NEEDS.values() if top in modules), None)
 
 
 def missing_modules(modules: tuple[str, ...]) -> list[str]:

@@ -28,6 +28,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from agentbench_rl.extras import require
+
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
 
 #: Everything that sets this run's numbers (recorded in OUT/config.json).
@@ -201,6 +203,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--server", default=None, help="serve-env URL of the train split")
     options = parser.parse_args()
+    try:  # before any folder or work: a missing trl is one line naming the extra
+        require("trl", "baselines/trl_sokoban_tiny.py")
+    except ImportError as missing:
+        raise SystemExit(f"error: {missing}") from None
     options.out.mkdir(parents=True, exist_ok=True)
     train(options.out, options.server, SETTINGS)
     summary = evaluate_checkpoint(options.out, SETTINGS)

@@ -63,6 +63,7 @@ MINIMAL = {
     "bench estimators": (["bench", "estimators", "--help"], 0),
     "bench eval": (["bench", "eval"], 2),
     "bench fidelity": (["bench", "fidelity", "--seeds", "1"], 2),
+    "bench gpu": (["bench", "gpu", "--dry-run"], 2),
     "bench learning": (["bench", "learning", "--seeds", "2", "--iterations", "1"], 2),
     "bench train": (["bench", "train"], 2),
     "data install": (["data", "install", "webshop", "--source", "x", "--data-dir", "d"], 2),

@@ -316,7 +316,7 @@ def test_workers_are_never_more_than_the_batches(
     started: list[int] = []
 
     class Context:
-        def Pool(self, processes: int, **kwargs: Any) -> Any:  # noqa: N802 (multiprocessing's)
+        def Pool(self, processes: int, **kwargs: Any) -> Any:  # multiprocessing spells it so
             started.append(processes)
             return multiprocessing.pool.ThreadPool(processes, **kwargs)
 
@@ -324,3 +324,34 @@ def test_workers_are_never_more_than_the_batches(
     config = EvalConfig(env="sokoban", split="val", agent="random", limit=2)
     summary = evaluate(config, tmp_path / "run", workers=8)
     assert started == [2] and summary["n_episodes"] == 2
+
+
+# ------------------------------------------------------------------------------ a full disk
+def test_a_full_disk_stops_eval_with_one_line_and_resume_finishes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills as the episodes file is written: one line naming it and the way on; the
+    journal kept every episode, so --resume writes the files without playing any again."""
+    import errno
+
+    from agentbench_rl.harness import evaluate as harness
+
+    def full(episodes: Any, path: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    out = tmp_path / "run"
+    args = ["eval", "--agent", "random", "--split", "val", "--limit", "3", "--out", str(out)]
+    monkeypatch.setattr(harness, "write_episodes", full)
+    code, _, err = run_cli(capsys, *args)
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err
+    line = errors[0]
+    assert line.startswith(f"error: no space left on the device writing {out}/episodes.csv")
+    assert line.endswith("then rerun with --resume (what finished is kept)")
+    assert len((out / JOURNAL).read_text().splitlines()) == 3
+    monkeypatch.undo()
+    code, _, err = run_cli(capsys, *args, "--resume")
+    assert code == 0 and "complete: all 3 episodes were done" in err
+    fresh = tmp_path / "fresh"
+    assert run_cli(capsys, *args[:-1], str(fresh))[0] == 0
+    assert (out / "episodes.csv").read_bytes() == (fresh / "episodes.csv").read_bytes()

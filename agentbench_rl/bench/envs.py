@@ -224,7 +224,7 @@ def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
 
 
 def _wait_for(url: str, name: str, server: Any, log: Any, timeout: float = 60.0) -> None:
-    """Until the server at ``url`` answers (``RuntimeError`` with its ``log`` if it ends)."""
+    """Until the server at ``url`` answers (``ConnectionError`` with its ``log`` if it ends)."""
     from agentbench_rl.envs.spec import EnvSpec
 
     deadline = time.monotonic() + timeout
@@ -232,13 +232,13 @@ def _wait_for(url: str, name: str, server: Any, log: Any, timeout: float = 60.0)
     while True:
         if server.poll() is not None:
             log.seek(0)
-            raise RuntimeError(f"serve-env stopped: {log.read().decode().strip()}")
+            raise ConnectionError(f"serve-env stopped: {log.read().decode().strip()}")
         try:
             spec.make(server=url).close()
             return
         except (ConnectionError, OSError):
             if time.monotonic() > deadline:
-                raise RuntimeError(
+                raise ConnectionError(
                     f"serve-env did not answer at {url} in {timeout:.0f} s"
                 ) from None
             time.sleep(0.2)

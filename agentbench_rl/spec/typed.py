@@ -82,14 +82,16 @@ class Spec(BaseModel):
             raise ValueError(one_line(error, cls, where)) from None
 
 
-def one_line(error: ValidationError, model: type[BaseModel], where: str = "") -> str:
-    """The first problem of ``error`` as one line naming the field by its dotted name."""
+def one_line(error: ValidationError, model: type[BaseModel] | None = None, where: str = "") -> str:
+    """The first problem of ``error`` as one line naming the field by its dotted name (an
+    unknown key gets a suggestion from ``model``'s fields when it is given)."""
     first = error.errors(include_url=False)[0]
     loc = [str(part) for part in first["loc"]]
     name = where + ".".join(loc)
     kind, value, ctx = first["type"], first.get("input"), first.get("ctx") or {}
     if kind == "extra_forbidden":
-        return f"unknown config key '{name}'{did_you_mean(loc[-1], _known(model, loc[:-1]), name)}"
+        known = _known(model, loc[:-1]) if model is not None else {}
+        return f"unknown config key '{name}'{did_you_mean(loc[-1], known, name)}"
     if kind in _BOUNDS:
         sign, key = _BOUNDS[kind]
         whole = isinstance(value, int) and not isinstance(value, bool)

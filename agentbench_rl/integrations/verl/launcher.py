@@ -210,5 +210,5 @@ def hf_checkpoint(run: Path, step: int | None = None) -> Path:
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not _has_weights(target):
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"verl.model_merger could not convert {actor}: {last[0]}")
+        raise ValueError(f"verl.model_merger could not convert {actor}: {last[0]}")
     return target
