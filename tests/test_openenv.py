@@ -337,7 +337,7 @@ def test_serve_env_refuses_a_bad_env_in_one_line() -> None:
         timeout=60,
     )
     assert done.returncode != 0
-    assert "unknown split 'nope'" in done.stdout + done.stderr
+    assert "has no split 'nope'" in done.stdout + done.stderr
 
 
 def test_training_on_a_served_env_gives_the_local_numbers(tmp_path: Path) -> None:

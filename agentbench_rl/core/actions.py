@@ -70,17 +70,22 @@ def canonicalize_action(raw: str | bytes, aliases: Mapping[str, str] | None = No
     """Canonical form of a raw model output: extract, normalise, resolve aliases.
 
     Args:
-        raw: the model's text (bytes are decoded as UTF-8 with replacement, never raising).
+        raw: the model's text (bytes are decoded as UTF-8 with replacement, never raising; a
+            lone surrogate, which no encoding can carry, becomes U+FFFD, so a canonical action
+            can be hashed, written and sent over any wire as it is).
         aliases: env-specific map from a normalised alias to its canonical action.
 
     Example:
         >>> canonicalize_action("<action>Move UP</action>", {"move up": "up"})
         'up'
+        >>> canonicalize_action("up\\udcff")
+        'up\\ufffd'
     """
     if isinstance(raw, bytes):
         raw = raw.decode("utf-8", errors="replace")
     elif not isinstance(raw, str):
         raw = str(raw)
+    raw = raw.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     text = normalize_text(extract_action(raw).text)
     if aliases:
         return aliases.get(text, text)

@@ -332,9 +332,8 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
     def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
         """Take one raw model output; bad input is answered, never raised on."""
         if self._ended:
-            raise EpisodeEndedError(
-                f"{self.env_name}: step() called after the episode ended; call reset() first"
-            )
+            when = "after the episode ended" if self.task_id is not None else "before reset()"
+            raise EpisodeEndedError(f"{self.env_name}: step() called {when}; call reset() first")
         canonical = self.canonicalize(action)
         transition = self._apply(canonical)
         self.steps += 1

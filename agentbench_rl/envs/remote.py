@@ -14,15 +14,19 @@ served episode is the local episode, byte for byte (``tests/test_openenv.py``).
 
 Class-level questions (the splits, a split's task ids and categories, checksums) are answered
 by the local env class of the same name, as the harness asks them before anything is played;
-a served env only plays.
+a served env only plays. A server that requires a token (``serve-env --token``) gets it from
+``AGENTBENCH_SERVER_TOKEN``; a server that stops answering mid-run is a ``ConnectionError``
+naming it (the harness's journal keeps every finished episode for ``--resume``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import json
+import os
 import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -42,6 +46,13 @@ PASSED_ERRORS: dict[str, type[Exception]] = {
     "EpisodeEndedError": EpisodeEndedError,
 }
 MISSING_EXTRA = f"a served env needs openenv-core: {install_hint('openenv')}"
+#: The variable holding the bearer token a server requires and its clients send.
+TOKEN_VARIABLE = "AGENTBENCH_SERVER_TOKEN"
+
+
+class ServerGone(ConnectionError):
+    """A server that answered before stopped answering (it died, or the network did)."""
+
 
 T = TypeVar("T")
 
@@ -146,10 +157,32 @@ def _client_class() -> type:
     try:
         from openenv.core.client_types import StepResult
         from openenv.core.env_client import EnvClient
+        from websockets.asyncio.client import connect
     except ImportError as missing:
         raise ImportError(MISSING_EXTRA) from missing
 
     class ServedEnvClient(EnvClient[str, dict[str, Any], dict[str, Any]]):
+        _ws: Any  # openenv's open connection, or None
+
+        async def connect(self) -> ServedEnvClient:
+            """openenv's connection, with the server's token when one is set (its own client
+            sends no headers)."""
+            if self._ws is not None:
+                return self
+            token = os.environ.get(TOKEN_VARIABLE)
+            headers = {"Authorization": f"Bearer {token}"} if token else None
+            try:
+                self._ws = await connect(
+                    self._ws_url,
+                    open_timeout=self._connect_timeout,
+                    max_size=self._max_message_size,
+                    additional_headers=headers,
+                    proxy=None,  # a served env is reached directly, as the openai: agent is
+                )
+            except Exception as error:  # websockets' handshake errors have no common base
+                raise ConnectionError(f"Failed to connect to {self._ws_url}: {error}") from None
+            return self
+
         def _step_payload(self, action: str) -> dict[str, Any]:
             return {"command": action}
 
@@ -164,11 +197,19 @@ def _client_class() -> type:
     return ServedEnvClient
 
 
-def _request(coroutine: Coroutine[Any, Any, T]) -> T:
+def _request(coroutine: Coroutine[Any, Any, T], server: str) -> T:
     """Run a client call on the shared loop; the server env's own errors are raised again as
-    their type (see :data:`PASSED_ERRORS`), any other server error as the client raised it."""
+    their type (see :data:`PASSED_ERRORS`), a server that stopped answering as a
+    ``ConnectionError`` naming ``server``, any other server error as the client raised it."""
+    from websockets.exceptions import ConnectionClosed
+
     try:
         return _EventLoop.run(coroutine)
+    except (ConnectionClosed, OSError, asyncio.TimeoutError) as error:
+        if isinstance(error, ConnectionError) and str(error).startswith("Failed to connect"):
+            raise  # never connected: the message names the URL already
+        reason = str(error) or type(error).__name__
+        raise ServerGone(f"the env server {server} stopped answering ({reason})") from None
     except RuntimeError as error:
         message = str(error).removeprefix("Server error: ").rsplit(" (code: ", 1)[0]
         name, _, text = message.partition(": ")
@@ -201,7 +242,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         self._last: dict[str, Any] = {}  # the last answer's info, its text, its user choices
         self._text = ""
         self._choices: list[str] = []
-        served = _request(self._client.state())
+        served = _request(self._client.state(), server)
         wanted = {
             "env": self.env_name,
             "split": split,
@@ -242,7 +283,7 @@ class RemoteEnv(TextAgentEnv[Any]):
             if not isinstance(options, dict):
                 raise ValueError(f"{self.env_name}: reset options must be a dict")
             keywords.update(options)
-        fields = _request(self._client.reset(**keywords)).observation
+        fields = _request(self._client.reset(**keywords), self.server).observation
         self._keep(fields)
         observation, _, _, _, info = decode_step(fields)
         self.task_id, self.steps, self._ended = info["task_id"], 0, False
@@ -252,7 +293,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         return observation, info
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        return self._stepped(_request(self._client.step(action)).observation)
+        return self._stepped(_request(self._client.step(action), self.server).observation)
 
     async def step_async(self, action: str) -> dict[str, Any]:
         """The wire fields of :meth:`step`, as a coroutine on the shared loop (what
@@ -275,7 +316,8 @@ class RemoteEnv(TextAgentEnv[Any]):
 
     def close(self) -> None:
         if self._client._ws is not None:
-            _EventLoop.run(self._client.close())
+            with contextlib.suppress(Exception):  # a server gone already: nothing to close
+                _EventLoop.run(self._client.close())
 
     # What the harness and the agents read of a live env: the last answer's info, or the server.
     def admissible_actions(self) -> list[str]:
@@ -291,7 +333,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         return float(self._last.get("score", 0.0))
 
     def expert_action(self) -> str:
-        state = _request(self._client.state())
+        state = _request(self._client.state(), self.server)
         if state.get("expert_action") is None:
             raise ValueError(f"{self.env_name}: the server's env has no expert move now")
         return str(state["expert_action"])
@@ -345,7 +387,10 @@ def step_all(
         else:
             answers[k] = env.step(actions[k])
     if served:
-        results = _request(_gather([env.step_async(actions[k]) for k, env in served.items()]))
+        server = next(iter(served.values())).server
+        results = _request(
+            _gather([env.step_async(actions[k]) for k, env in served.items()]), server
+        )
         for (k, env), fields in zip(served.items(), results, strict=True):
             answers[k] = env._stepped(fields)
     return answers
@@ -381,6 +426,7 @@ def remote_env(
 
 __all__ = [
     "RemoteEnv",
+    "ServerGone",
     "decode_step",
     "encode_step",
     "remote_env",

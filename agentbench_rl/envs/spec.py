@@ -15,16 +15,34 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from agentbench_rl.envs import env_class, make, task_categories_of, tasks_of_categories
+from agentbench_rl.envs import (
+    env_class,
+    make,
+    resolve,
+    task_categories_of,
+    tasks_of_categories,
+    unknown_options,
+)
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import remote_env
 from agentbench_rl.spec.typed import Spec
 
 
 class EnvSpec(Spec):
-    """One env of a run (module docstring); immutable, so a run's envs cannot drift apart."""
+    """One env of a run (module docstring); immutable, so a run's envs cannot drift apart.
+
+    Checked as it is made, in one line naming the env: the name (a Gymnasium id becomes the
+    short name), the split and the options the env's constructor takes.
+
+    Example:
+        >>> EnvSpec(name="sokoban", split="test", kwargs={"bogus": 1})
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for EnvSpec
+          Value error, env 'sokoban' takes no option 'bogus' (it takes ...
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -32,7 +50,25 @@ class EnvSpec(Spec):
     split: str
     kwargs: dict[str, Any] = Field(default_factory=dict)
     categories: tuple[str, ...] = ()  # empty: every task of the split
-    max_steps: int | None = None  # None: the env's own step limit
+    max_steps: int | None = Field(default=None, ge=1)  # None: the env's own step limit
+
+    @field_validator("name")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        return resolve(name).name
+
+    @model_validator(mode="after")
+    def _known(self) -> EnvSpec:
+        env = env_class(self.name)
+        if self.split not in env.splits():
+            raise ValueError(
+                f"env '{self.name}' has no split '{self.split}' "
+                f"(choose from {', '.join(env.splits())})"
+            )
+        unknown = unknown_options(env, self.make_kwargs())
+        if unknown:
+            raise ValueError(f"env '{self.name}' {unknown}")
+        return self
 
     def make_kwargs(self) -> dict[str, Any]:
         """The keyword arguments ``make`` takes for this env (the step limit among them)."""

@@ -20,6 +20,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from agentbench_rl.core.net import bind_problem
 from agentbench_rl.leaderboard.render import INDEX, SITE
 from agentbench_rl.leaderboard.schema import METADATA_FILE
 from agentbench_rl.leaderboard.store import check_root
@@ -89,7 +90,10 @@ def make_server(root: Path, port: int = 8000, host: str = "127.0.0.1") -> Thread
             f"{root / SITE / INDEX} does not exist; run agentbench-rl leaderboard render"
         )
     handler = functools.partial(_SiteHandler, directory=str(root))
-    return ThreadingHTTPServer((host, port), handler)
+    try:
+        return ThreadingHTTPServer((host, port), handler)
+    except OSError as error:
+        raise ValueError(bind_problem(host, port, error)) from None
 
 
 def site_url(server: ThreadingHTTPServer) -> str:

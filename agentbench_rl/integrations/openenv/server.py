@@ -2,44 +2,60 @@
 
 The app is openenv-core's own (``HTTPEnvServer`` and its routes: ``/ws`` sessions with their
 ``reset``/``step``/``state`` messages, the stateless HTTP ``/reset``, ``/step``, ``/state``,
-``/health``, ``/schema``); this module gives it the env, as an OpenEnv ``Environment`` with
-typed ``Action``/``Observation``/``State`` models, and the limits a public port needs:
+``/health``, ``/schema``, and ``/mcp``); this module gives it the env, as an OpenEnv
+``Environment`` with typed ``Action``/``Observation``/``State`` models, and the limits a public
+port needs:
 
-- one env instance per WebSocket session, at most ``max_sessions`` at once (a session past
-  that gets OpenEnv's ``CAPACITY_REACHED`` error), each closed after ``idle_timeout`` seconds
-  without a reset or step;
-- a message or request body of at most ``max_message_bytes``;
-- a bad message (malformed JSON, an unknown task id, a step after the episode ended) gets an
-  error answer in its own session; nothing a client sends stops the server or another session.
+- one env instance per session, at most ``max_sessions`` at once (a session past that gets
+  OpenEnv's ``CAPACITY_REACHED`` error), each closed after ``idle_timeout`` seconds without a
+  reset or a step: only playing renews a session, never a keep-alive (``state``, ``tools/list``);
+- sessions made over HTTP (``POST /mcp`` ``openenv/session/create``, no connection holds them)
+  count against their own small limit, ``max_detached_sessions``, so no client without a
+  connection can lock the WebSocket clients out, and they expire as idle ones do;
+- with a ``token`` (``--token`` or ``AGENTBENCH_SERVER_TOKEN``), every route and the WebSocket
+  handshake need ``Authorization: Bearer <token>`` (our clients send it from the same variable);
+- a request body or WebSocket message of at most ``max_message_bytes``, and a request body
+  whole within ``body_timeout`` seconds (413 and 408 otherwise, before the app reads any of it);
+- a bad message (not JSON, not a JSON object, an unknown task id, a step before a reset or after
+  the episode ended) gets an error answer, over HTTP a 4xx with one line: nothing a client sends
+  stops the server, another session or its own, and nothing it sends logs a traceback.
 
 What an answer carries is the wire format of :mod:`agentbench_rl.envs.remote`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import hmac
+import json
+import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation, State
 from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocketDisconnect
 
-from agentbench_rl.core.net import free_port
+from agentbench_rl.core.net import free_port, listening_socket
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
+from agentbench_rl.envs.remote import PASSED_ERRORS, TOKEN_VARIABLE, encode_step
 from agentbench_rl.envs.spec import EnvSpec
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 64
+DEFAULT_MAX_DETACHED_SESSIONS = 4
 DEFAULT_IDLE_TIMEOUT_S = 600.0
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20  # an action is at most 4,096 characters; a frame ~40 kB
+DEFAULT_BODY_TIMEOUT_S = 10.0
 
 
 class Command(Action):
@@ -76,9 +92,13 @@ class ServedState(State):
 REFUSALS = tuple(PASSED_ERRORS.values())
 
 
-def _passed(error: Exception) -> RuntimeError:
-    """The env's refusal, named so the client raises it again (``PASSED_ERRORS``)."""
-    return RuntimeError(f"{type(error).__name__}: {error}")
+class Refused(RuntimeError):
+    """The env refused what a client sent, named so the client raises it again
+    (``PASSED_ERRORS``); over plain HTTP it is a 400 with the same line."""
+
+
+def _passed(error: Exception) -> Refused:
+    return Refused(f"{type(error).__name__}: {error}")
 
 
 class ServedEnv(Environment[Command, StepAnswer, ServedState]):
@@ -92,6 +112,8 @@ class ServedEnv(Environment[Command, StepAnswer, ServedState]):
         super().__init__()
         with self.turns:
             self.env: TextAgentEnv[Any] = self.spec.make()
+        #: When this session last played (a reset or a step): what keeps it alive.
+        self.last_played = time.time()
 
     def reset(
         self,
@@ -102,6 +124,7 @@ class ServedEnv(Environment[Command, StepAnswer, ServedState]):
     ) -> StepAnswer:
         """``env.reset(seed=seed, options={"task_id": task_id})``; OpenEnv's ``episode_id`` is
         not used (an episode is named by its task and seed)."""
+        self.last_played = time.time()
         try:
             if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
                 raise ValueError(f"seed must be a whole number, got {seed!r}")
@@ -114,6 +137,7 @@ class ServedEnv(Environment[Command, StepAnswer, ServedState]):
             raise _passed(error) from error
 
     def step(self, action: Command, timeout_s: float | None = None, **_: Any) -> StepAnswer:
+        self.last_played = time.time()
         try:
             with self.turns:
                 return self._answer(*self.env.step(action.command))
@@ -171,53 +195,206 @@ def served_env_class(spec: EnvSpec) -> type[ServedEnv]:
     return type(f"Served{spec.name.title().replace('_', '')}", (ServedEnv,), attributes)
 
 
-class BodyLimit:
-    """ASGI middleware: a request body or WebSocket message over ``limit`` bytes is refused
-    (413, or the socket closed with 1009) before the app reads it whole; and a client that
-    closed its socket first is not an error (OpenEnv's session closes the socket again after
-    the client's ``close`` message, which raises once the client has gone)."""
+class PlayedSessionsServer(HTTPEnvServer):
+    """openenv-core's server, but a session is renewed only by playing: openenv counts any MCP
+    call (``tools/list`` every few seconds) as activity, which kept a session that plays
+    nothing alive past the idle timeout. The sessions made over HTTP are remembered, so the
+    middleware can count them against their own limit."""
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.detached: set[str] = set()  # sessions made by POST /mcp openenv/session/create
+
+    def _update_session_activity(self, session_id: str, increment_step: bool = False) -> None:
+        info = self._session_info.get(session_id)
+        env = self._sessions.get(session_id)
+        if info is None or not isinstance(env, ServedEnv):
+            return
+        info.last_activity_at = env.last_played  # set by reset and step only
+        if increment_step:
+            info.step_count += 1
+
+    def detached_count(self) -> int:
+        """The sessions made over HTTP that are still open."""
+        self.detached &= set(self._sessions)
+        return len(self.detached)
+
+
+class Guard:
+    """ASGI middleware in front of openenv's app: the token, the bounded and timed bodies, the
+    messages that are not JSON objects, the limit on sessions made without a connection
+    (module docstring). Everything it refuses is one line to the client and nothing in the
+    server's log."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        server: PlayedSessionsServer,
+        limit: int,
+        body_timeout: float,
+        max_detached: int,
+        token: str | None,
+    ) -> None:
+        self.app, self.server, self.limit = app, server, limit
+        self.body_timeout, self.max_detached, self.token = body_timeout, max_detached, token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
         if scope["type"] == "http":
-            declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
-            if declared.isdigit() and int(declared) > self.limit:
-                await _refuse_http(send)
-                return
-        seen = 0
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
-        async def bounded() -> Message:
-            nonlocal seen
+    def _authorised(self, scope: Scope) -> bool:
+        if self.token is None:
+            return True
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        return hmac.compare_digest(given, f"Bearer {self.token}".encode())
+
+    # ------------------------------------------------------------------ HTTP
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._authorised(scope):
+            await _answer(send, 401, "a bearer token is required (Authorization: Bearer ...)")
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
+        if declared.isdigit() and int(declared) > self.limit:
+            await _answer(send, 413, f"request body over {self.limit} bytes")
+            return
+        try:
+            body = await asyncio.wait_for(self._read_body(receive), self.body_timeout)
+        except _TooLarge:
+            await _answer(send, 413, f"request body over {self.limit} bytes")
+            return
+        except TimeoutError:
+            await _answer(send, 408, f"request body not complete within {self.body_timeout:g} s")
+            return
+        except _Gone:
+            return
+        if scope["path"] == "/mcp" and scope["method"] == "POST" and _creates_session(body):
+            if self.server.detached_count() >= self.max_detached:
+                request = json.loads(body)
+                await _json(send, 200, _rpc_error(request.get("id"), self.max_detached))
+                return
+            send = self._remembering(send)
+        await self.app(scope, _replay(body), send)
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        chunks, size = [], 0
+        while True:
             message = await receive()
-            body = message.get("body") or message.get("bytes") or message.get("text") or b""
-            seen = len(body) if scope["type"] == "websocket" else seen + len(body)
-            if seen > self.limit:
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
                 raise _TooLarge
-            return message
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _remembering(self, send: Send) -> Send:
+        """``send``, noting the session id of the answer to a session-making request."""
+        parts: list[bytes] = []
+
+        async def remembered(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                parts.append(message.get("body", b""))
+                if not message.get("more_body", False):
+                    with contextlib.suppress(ValueError, AttributeError, TypeError):
+                        made = json.loads(b"".join(parts))["result"]["session_id"]
+                        self.server.detached.add(str(made))
+            await send(message)
+
+        return remembered
+
+    # ------------------------------------------------------------------ WebSocket
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self._authorised(scope):
+            await receive()  # the handshake
+            await send({"type": "websocket.close", "code": 1008})  # refused: 403
+            return
+
+        async def checked() -> Message:
+            while True:
+                message = await receive()
+                text = message.get("text")
+                data = message.get("bytes") or (text.encode() if text else b"")
+                if len(data) > self.limit:
+                    raise _TooLarge
+                if message["type"] != "websocket.receive" or not data:
+                    return message
+                try:
+                    parsed = json.loads(data)
+                except ValueError:
+                    return message  # openenv answers INVALID_JSON and the session goes on
+                if isinstance(parsed, dict):
+                    return message
+                reason = f"a message must be a JSON object, not a {type(parsed).__name__}"
+                error = {"type": "error", "data": {"message": reason, "code": "INVALID_JSON"}}
+                await send({"type": "websocket.send", "text": json.dumps(error)})
 
         try:
-            await self.app(scope, bounded, send)
+            await self.app(scope, checked, send)
         except WebSocketDisconnect:
             return
         except _TooLarge:
-            if scope["type"] == "http":
-                await _refuse_http(send)
-            else:
-                await send({"type": "websocket.close", "code": 1009})
+            await send({"type": "websocket.close", "code": 1009})
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _refuse_http(send: Send) -> None:
-    await send({"type": "http.response.start", "status": 413, "headers": []})
-    await send({"type": "http.response.body", "body": b"request body too large"})
+class _Gone(Exception):
+    pass
+
+
+def _creates_session(body: bytes) -> bool:
+    try:
+        request = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(request, dict) and request.get("method") == "openenv/session/create"
+
+
+def _rpc_error(request_id: Any, limit: int) -> dict[str, Any]:
+    reason = (
+        f"sessions without a connection are limited to {limit} at once; play over the "
+        "WebSocket /ws, or close one (openenv/session/close)"
+    )
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": reason}}
+
+
+def _replay(body: bytes) -> Receive:
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the app asks again only to see a disconnect
+        return {"type": "http.disconnect"}
+
+    return receive
+
+
+async def _json(send: Send, status: int, content: dict[str, Any]) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _answer(send: Send, status: int, line: str) -> None:
+    await _json(send, status, {"detail": line})
+
+
+async def _refused(request: Request, error: Exception) -> JSONResponse:
+    """The env's refusal on a plain HTTP route (``/step`` before ``/reset``, an unknown task):
+    a 400 with its one line, no traceback."""
+    return JSONResponse({"detail": str(error)}, status_code=400)
 
 
 def create_server_app(
@@ -225,24 +402,44 @@ def create_server_app(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_detached_sessions: int = DEFAULT_MAX_DETACHED_SESSIONS,
+    body_timeout: float = DEFAULT_BODY_TIMEOUT_S,
+    token: str | None = None,
 ) -> ASGIApp:
     """OpenEnv's app for ``spec``'s env, with the limits (module docstring).
 
     The env is made once here, so a bad name, split or option fails before the port opens.
     """
-    for name, value in (("max_sessions", max_sessions), ("max_message_bytes", max_message_bytes)):
+    numbers = (
+        ("max_sessions", max_sessions),
+        ("max_message_bytes", max_message_bytes),
+        ("max_detached_sessions", max_detached_sessions),
+    )
+    for name, value in numbers:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    if not idle_timeout > 0:
-        raise ValueError(f"idle_timeout must be > 0 seconds, got {idle_timeout!r}")
+    for name, seconds in (("idle_timeout", idle_timeout), ("body_timeout", body_timeout)):
+        if not seconds > 0:
+            raise ValueError(f"{name} must be > 0 seconds, got {seconds!r}")
+    if token is not None and not token:
+        raise ValueError("token must not be empty")
     spec.make().close()
     from fastapi import FastAPI
 
     app = FastAPI(title=f"agentbench-rl {spec.name}/{spec.split}")
+    app.add_exception_handler(Refused, _refused)
     config = ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout)
-    server = HTTPEnvServer(served_env_class(spec), Command, StepAnswer, concurrency_config=config)
+    server = PlayedSessionsServer(
+        served_env_class(spec), Command, StepAnswer, concurrency_config=config
+    )
     server.register_routes(app)
-    return BodyLimit(app, max_message_bytes)
+    return Guard(app, server, max_message_bytes, body_timeout, max_detached_sessions, token)
+
+
+def server_token(given: str | None = None) -> str | None:
+    """The token a server requires: ``given`` (``--token``), else ``AGENTBENCH_SERVER_TOKEN``,
+    else none."""
+    return given or os.environ.get(TOKEN_VARIABLE) or None
 
 
 @contextlib.contextmanager
@@ -262,7 +459,7 @@ def running_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
     thread.start()
     while not server.started:
         if not thread.is_alive():
-            raise RuntimeError(f"the server of {spec.name} did not start on port {port}")
+            raise ConnectionError(f"the server of {spec.name} did not start on port {port}")
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -275,10 +472,18 @@ def serve(
     spec: EnvSpec,
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
+    ready: Callable[[str], None] | None = None,
     **limits: Any,
 ) -> None:
-    """Serve ``spec``'s env until interrupted (uvicorn, one process)."""
-    _uvicorn_server(spec, host, port, "warning", limits).run()
+    """Serve ``spec``'s env until interrupted (uvicorn, one process). The app is built and the
+    address bound first, so a bad env, option, host or a taken port is a ``ValueError`` before
+    ``ready(url)`` is called (the command prints "serving ..." there), and a client may
+    connect as soon as it is."""
+    server = _uvicorn_server(spec, host, port, "warning", limits)
+    listener = listening_socket(host, port)
+    if ready is not None:
+        ready(f"http://{host}:{listener.getsockname()[1] if port == 0 else port}")
+    server.run(sockets=[listener])
 
 
 def _uvicorn_server(
@@ -303,4 +508,5 @@ __all__ = [
     "running_server",
     "serve",
     "served_env_class",
+    "server_token",
 ]
