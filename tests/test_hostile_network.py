@@ -137,6 +137,27 @@ def test_a_slow_drip_is_cut_off_at_the_whole_request_deadline() -> None:
         assert time.monotonic() - began < 5  # the drip alone would take 78 s
 
 
+def drip_body(connection: socket.socket, request_line: str) -> None:
+    """Headers at once, then the body one byte every 0.2 s (the cut body is not JSON)."""
+    body = MODELS + b" " * 200
+    connection.sendall(f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+    for byte in body:
+        connection.sendall(bytes([byte]))
+        time.sleep(0.2)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("behaviour", [slow_drip, drip_body, never_answers])
+def test_the_agent_check_of_a_dripping_server_keeps_its_timeout(behaviour: Behaviour) -> None:
+    """``GET /models`` when the agent is built took 60 s with ``timeout=5`` and then said "not
+    JSON": one exchange within the timeout, and the line says the deadline cut it."""
+    with hostile_server(behaviour) as url:
+        began = time.monotonic()
+        with pytest.raises(ValueError, match=r"no complete answer within 1 s \(the deadline"):
+            OpenAIAgent(f"openai:{url}#m?timeout=1")
+        assert time.monotonic() - began < 3
+
+
 def test_a_redirect_is_never_played_as_the_answer() -> None:
     content = json.dumps({"choices": [{"message": {"content": "<action>up</action>"}}]}).encode()
     redirect = answer("307 Temporary Redirect", content, "Location: http://elsewhere/v1\r\n")

@@ -305,6 +305,9 @@ class ChatClient:
                 watchdog.cancel()
                 with self._open_lock:
                     self._open.discard(connection)
+            if expired.is_set():  # the deadline shut the socket: what was read is cut short
+                self._drop(connection)
+                break
             if response.will_close:
                 self._drop(connection)
             answer_headers = {key.lower(): value for key, value in response.getheaders()}
@@ -317,9 +320,11 @@ class ChatClient:
         path: str,
         payload: dict[str, Any] | None = None,
         connect_retries: int | None = None,
+        retry_timeouts: bool = True,
     ) -> Any:
         """Send one request (with retries) and return the decoded JSON answer; a failure to
-        connect is retried at most ``connect_retries`` times (default: as any failure)."""
+        connect is retried at most ``connect_retries`` times (default: as any failure), and an
+        exchange the deadline cut is retried only with ``retry_timeouts``."""
         retries = self.retries
         connect_retries = retries if connect_retries is None else connect_retries
         refused = 0
@@ -339,6 +344,10 @@ class ChatClient:
                 answer = self._send(method, path, data, headers)
             except OSError as error:  # refused, reset, timed out, unknown host
                 problem = printable(str(error) or type(error).__name__)
+                if isinstance(error, TimeoutError) and not retry_timeouts:
+                    raise ServerError(
+                        f"{method} {url}: {problem} (the deadline of the timeout option cut it)"
+                    ) from None
                 refused += 1
                 if refused > connect_retries:
                     raise ServerError(
@@ -449,8 +458,11 @@ class OpenAIAgent(PromptingBatchAgent):
         self.prompt = PromptConfig(history=history, mode="generate")
         api_key = os.environ.get(options.get("api_key_env", "OPENAI_API_KEY"))
         self.client = client or ChatClient(self.base_url, api_key, timeout, retries)
-        try:  # no server there is said at once: one retry, not the backoff's 15 s
-            self.client.request("GET", "/models", connect_retries=min(1, retries))
+        try:  # no server there is said at once (one retry, not the backoff's 15 s), and a
+            # server that does not answer within the timeout is not waited for twice
+            self.client.request(
+                "GET", "/models", connect_retries=min(1, retries), retry_timeouts=False
+            )
         except ServerError as problem:
             raise ValueError(f"agent '{spec}': {problem}") from None
         #: Requests in flight at most (``eval --concurrency``).
