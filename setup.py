@@ -36,7 +36,16 @@ def build_record() -> dict[str, object]:
     commit = _git("rev-parse", "HEAD") if top and Path(top).resolve() == ROOT else None
     if commit is None:
         return {"git_commit": None, "git_dirty": None}
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # the code only, as agentbench_rl/harness/provenance.py's CODE: boards and docs change no number
+    status = _git(
+        "status",
+        "--porcelain",
+        "--untracked-files=no",
+        "--",
+        "agentbench_rl",
+        "pyproject.toml",
+        "setup.py",
+    )
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 

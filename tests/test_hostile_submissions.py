@@ -26,7 +26,7 @@ from agentbench_rl.harness.evaluate import EvalConfig, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
 from agentbench_rl.leaderboard.store import submit
-from agentbench_rl.leaderboard.validate import validate_submission
+from agentbench_rl.leaderboard.validate import SubmissionError, validate_submission
 
 METADATA: dict[str, Any] = {
     "name": "random (hostile tests)",
@@ -360,3 +360,47 @@ def test_an_episodes_csv_too_large_for_its_rows_is_refused_before_loading(
     _loading_refused(monkeypatch)
     message = rejection(folder)
     assert "more than 200 episodes of at most 1024 bytes can take" in message
+
+
+# ------------------------------------------------------------------------------ provenance
+def test_forged_provenance_is_shown_as_claimed_never_as_verified(
+    base: Path, tmp_path: Path
+) -> None:
+    """A 40-zero commit and version 9.9.9 are well-formed, so they validate; the board shows
+    them in the claimed column, apart from what it recomputed."""
+    folder = copy_of(base, tmp_path / "forged")
+    summary = read_json(folder / "summary.json")
+    summary["git_commit"], summary["package_version"] = "0" * 40, "9.9.9"
+    write_json(folder / "summary.json", summary)
+    root = tmp_path / "boards"
+    submit(folder, root)
+    render(root)
+    board = (root / "README.md").read_text()
+    header = next(line for line in board.splitlines() if line.startswith("| \\# | entry"))
+    assert header.endswith("| 95% threshold | verified | claimed |")
+    row = next(line for line in board.splitlines() if "random (hostile tests)" in line)
+    verified, claimed = (cell.strip() for cell in row.strip("|").split("|")[-2:])
+    assert verified == "figures from the episodes"
+    assert claimed == "test; results: agentbench-rl 9.9.9@000000000000"
+
+
+def test_the_same_episodes_under_a_second_name_are_refused(base: Path, tmp_path: Path) -> None:
+    from agentbench_rl.leaderboard.store import submission_id
+
+    root = tmp_path / "boards"
+    first = submit(base, root)
+    renamed = copy_of(base, tmp_path / "renamed")
+    write_json(renamed / "metadata.json", {**METADATA, "name": "zz renamed agent"})
+    with pytest.raises(SubmissionError, match="these episodes are on the board already as"):
+        submit(renamed, root)
+    # filed by hand under its own id (a pull request): the board keeps the folder first in
+    # order and names the other
+    hand_filed = first.parent / submission_id(validate_submission(renamed))
+    shutil.copytree(renamed, hand_filed)
+    skipped: list[str] = []
+    render(root, on_skip=skipped.append)
+    assert skipped == [
+        f"skipped sokoban/val/{hand_filed.name}: its episodes are those of "
+        f"sokoban/val/{first.name}, filed under another name"
+    ]
+    assert "zz renamed agent" not in (root / "README.md").read_text()

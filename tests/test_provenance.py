@@ -49,6 +49,12 @@ def test_package_checkout_records_its_commit_and_dirty_flag(tmp_path: Path) -> N
     (repo / "runs").mkdir()  # untracked output does not make the tree dirty
     (repo / "runs" / "x.json").write_text("{}")
     assert package_revision(package) == {"git_commit": head, "git_dirty": False}
+    (repo / "README.md").write_text("a board rendered\n")  # tracked, but not code
+    _git(repo, "add", "README.md")
+    _git(repo, "commit", "-qm", "readme")
+    head = _git(repo, "rev-parse", "HEAD")
+    (repo / "README.md").write_text("a board rendered again\n")
+    assert package_revision(package) == {"git_commit": head, "git_dirty": False}
     (package / "__init__.py").write_text("changed = True\n")
     assert package_revision(package) == {"git_commit": head, "git_dirty": True}
 

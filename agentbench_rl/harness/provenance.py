@@ -9,6 +9,7 @@ from uncommitted code says so.
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -34,14 +35,18 @@ def _git(args: list[str], cwd: Path) -> str | None:
 #: What a built package (``pip install .``, a wheel) records of its source: ``setup.py`` writes
 #: the commit it was built from and whether the tree was dirty.
 BUILD_RECORD = "_build.json"
+#: What "dirty" looks at: the code that ran (the package and its build files). The boards,
+#: docs and recorded runs beside it change no number, so rendering a board or filing a run
+#: does not make the next result claim uncommitted code (``setup.py`` spells the same paths).
+CODE = ("agentbench_rl", "pyproject.toml", "setup.py")
 
 
 def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
     """The commit of the repository the package's source lives in, and whether its tracked
-    files differ from that commit. A package that is not a checkout of its own repository (an
-    installed wheel, or a copy inside some other repository, such as a virtual environment in
-    the user's project, whose commit says nothing about this code) gives what its build
-    recorded (:data:`BUILD_RECORD`), or ``None`` for both when nothing was recorded.
+    code (:data:`CODE`) differs from that commit. A package that is not a checkout of its own
+    repository (an installed wheel, or a copy inside some other repository, such as a virtual
+    environment in the user's project, whose commit says nothing about this code) gives what
+    its build recorded (:data:`BUILD_RECORD`), or ``None`` for both when nothing was recorded.
 
     Example:
         >>> sorted(package_revision())
@@ -56,7 +61,9 @@ def package_revision(package_dir: Path = PACKAGE_DIR) -> dict[str, Any]:
     commit = _git(["rev-parse", "HEAD"], package_dir)
     if not tracked or not commit:
         return unknown
-    status = _git(["status", "--porcelain", "--untracked-files=no"], package_dir.parent)
+    status = _git(
+        ["status", "--porcelain", "--untracked-files=no", "--", *CODE], package_dir.parent
+    )
     return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
 
 
@@ -89,6 +96,28 @@ def library_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
+
+
+def cpu_model() -> str:
+    """The processor's model name (what makes float reductions differ between machines).
+
+    Example:
+        >>> isinstance(cpu_model(), str)
+        True
+    """
+    try:
+        for line in Path("/proc/cpuinfo").read_text("utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(threads: int | None = None) -> dict[str, Any]:
+    """What a bitwise claim about a CPU result depends on: the processor, the library versions
+    and the thread count (``docs/training.md``, "Reproducibility")."""
+    return {"cpu": cpu_model(), "threads": threads, **library_versions()}
 
 
 def agent_weights_fingerprint(agent: str) -> str | None:

@@ -42,6 +42,8 @@ class Entry:
         bootstrap_ci95: the bootstrap interval of success over tasks.
         data: the data fingerprint and whether it is the pinned one (``None``: not recorded).
         pass_at_k: pass@k over seeds for k = 1 .. the seeds (recomputed from the episodes).
+        episodes_digest: the digest of its episodes (one set of episodes, one row).
+        claimed: the package version and commit its summary names (stated, not checked).
     """
 
     submission_id: str
@@ -56,6 +58,8 @@ class Entry:
     bootstrap_ci95: tuple[float, float] | None = None
     data: dict[str, Any] | None = None
     pass_at_k: dict[str, float] = field(default_factory=dict)
+    episodes_digest: str = ""
+    claimed: dict[str, Any] = field(default_factory=dict)
 
     @property
     def trained_here(self) -> bool:
@@ -118,6 +122,8 @@ def entry_from(submission: ValidatedSubmission, identifier: str) -> Entry:
         bootstrap_ci95=(float(boot_low), float(boot_high)),
         data=submission.data,
         pass_at_k={k: float(v) for k, v in figures["pass_at_k"].items()},
+        episodes_digest=submission.episodes_digest,
+        claimed=dict(submission.claimed),
     )
 
 
@@ -149,19 +155,26 @@ def collect_boards(root: Path, on_skip: Callable[[str], None] = _warn) -> list[B
     """Validate every submission filed under ``root`` and group them into ranked boards.
 
     A submission that does not validate (or cannot be read at all) is left off, and ``on_skip``
-    (by default a ``UserWarning``) gets one line naming it and its first problem.
+    (by default a ``UserWarning``) gets one line naming it and its first problem; so is one
+    whose episodes an earlier folder of its board holds already (filed again under another
+    name: one set of episodes is one row).
     """
     root = Path(root)
     grouped: dict[tuple[str, str], list[Entry]] = {}
+    first_filed: dict[tuple[str, str, str], str] = {}
     for folder in stored_submissions(root):
+        where = folder.relative_to(root).as_posix()
         try:
             env, split, entry = filed_entry(root, folder)
         except SubmissionError as error:
             on_skip(f"skipped {error}")
             continue
         except Exception as error:
-            where = folder.relative_to(root).as_posix()
             on_skip(f"skipped {where}: {type(error).__name__}: {error}".splitlines()[0])
+            continue
+        same = first_filed.setdefault((env, split, entry.episodes_digest), where)
+        if same != where:
+            on_skip(f"skipped {where}: its episodes are those of {same}, filed under another name")
             continue
         grouped.setdefault((env, split), []).append(entry)
     return [

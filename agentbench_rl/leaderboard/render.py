@@ -60,6 +60,13 @@ INTRO = (
     "did within the training budget). pass@k: the chance that at least one of k episodes of a "
     "task succeeds, for k = the seeds, by the unbiased estimator (Chen et al. 2021, eq. 1), "
     "averaged over tasks.",
+    "What each row shows is of two kinds. Verified: what was recomputed here, the figures (from "
+    "the episodes: every one of them, on every render) and, for runs trained here, the final "
+    "validation (replayed from the weights, beside the trainer's number). Claimed: what the "
+    "submission states and nothing here can check, the code version, the package version and "
+    "commit its results name, the data fingerprint; a well-formed claim is shown, never "
+    "vouched for. One set of episodes is one row: the same episodes filed again under another "
+    "name are refused.",
     "Rows labelled reported quote numbers from papers, on the papers' own setups; they are not "
     "validated here and are not ranked with validated rows. † the paper is inferred from the "
     "method and `docs/estimators.md`, which does not name it; — the table is not recorded.",
@@ -146,6 +153,31 @@ def success_text(entry: Entry) -> str:
     return text + "]"
 
 
+def claimed_text(entry: Entry) -> str:
+    """What a row states and nothing here checks: its code version, then the package version
+    and commit its results name when those say more, then the data it played.
+
+    Example:
+        >>> from types import SimpleNamespace as N
+        >>> entry = N(metadata=N(code_version="mine 1.0"), data=None,
+        ...           claimed={"package_version": "9.9.9", "git_commit": "0" * 40})
+        >>> claimed_text(entry)
+        'mine 1.0; results: agentbench-rl 9.9.9@000000000000'
+    """
+    code = code_text(entry.metadata.code_version)
+    version, commit = entry.claimed.get("package_version"), entry.claimed.get("git_commit")
+    results = f"agentbench-rl {version}" + (f"@{commit[:12]}" if commit else "")
+    if version is not None and not entry.metadata.code_version.startswith(results):
+        code += f"; results: {results}"
+    return code + data_text(entry)
+
+
+#: What the rows of the validated table had recomputed here.
+VERIFIED_FIGURES = "figures from the episodes"
+#: What the rows trained here had recomputed besides.
+VERIFIED_TRAINED = "figures from the episodes; final validation replayed from the weights"
+
+
 def code_text(code_version: str) -> str:
     """The code version, saying so where this package's version names no commit (a run of an
     install whose build recorded none).
@@ -226,7 +258,8 @@ def validated_table(board: Board) -> Table:
                 _plain(pass_text(entry)),
                 *_category_cells(entry, categories),
                 _plain(threshold_text(entry)),
-                _plain(code_text(metadata.code_version) + data_text(entry)),
+                _plain(VERIFIED_FIGURES),
+                _plain(claimed_text(entry)),
             )
         )
     headers = (
@@ -240,9 +273,10 @@ def validated_table(board: Board) -> Table:
         "pass@k %",
         *categories,
         "95% threshold",
-        "code version",
+        "verified",
+        "claimed",
     )
-    align = ("r", "l", "l", "r", "l", "l", "r", "r", *("r" for _ in categories), "l", "l")
+    align = ("r", "l", "l", "r", "l", "l", "r", "r", *("r" for _ in categories), "l", "l", "l")
     ids = tuple(entry.submission_id for entry in entries)
     return Table("validated", headers, align, tuple(rows), ids)
 
@@ -287,6 +321,7 @@ def trained_table(board: Board) -> Table:
                 _plain(f"{percent(run.val_success)} / {percent(run.val_success_harness)}"),
                 _plain(threshold_text(entry)),
                 _plain(run.weights),
+                _plain(VERIFIED_TRAINED),
                 _plain(commit + (" (dirty)" if run.git_dirty else "")),
             )
         )
@@ -301,9 +336,10 @@ def trained_table(board: Board) -> Table:
         "val % (trainer / harness)",
         "95% threshold",
         "weights",
-        "trained at",
+        "verified",
+        "trained at (claimed)",
     )
-    align = ("l", "l", "r", "r", "l", "r", *("r" for _ in categories), "r", "l", "l", "l")
+    align = ("l", "l", "r", "r", "l", "r", *("r" for _ in categories), "r", "l", "l", "l", "l")
     ids = tuple(entry.submission_id for entry in entries)
     return Table("trained", headers, align, tuple(rows), ids)
 

@@ -19,8 +19,11 @@ from agentbench_rl.core.atomic import current_umask
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.leaderboard.schema import METADATA_FILE
 from agentbench_rl.leaderboard.validate import (
+    EPISODE_FILES,
     SubmissionError,
     ValidatedSubmission,
+    episodes_digest,
+    read_episode_table,
     validate_submission,
 )
 
@@ -85,6 +88,23 @@ def stored_submissions(root: Path) -> list[Path]:
     )
 
 
+def filed_with_episodes(board: Path, digest: str) -> Path | None:
+    """The submission filed on ``board`` whose episodes have ``digest``, if any."""
+    for folder in sorted(board.glob(f"*/{METADATA_FILE}")):
+        folder = folder.parent
+        if folder.name.startswith("."):
+            continue
+        name = next((name for name in EPISODE_FILES if (folder / name).is_file()), None)
+        if name is None:
+            continue
+        try:
+            if episodes_digest(read_episode_table(folder / name)) == digest:
+                return folder
+        except (SubmissionError, KeyError):  # a damaged entry: render names it
+            continue
+    return None
+
+
 def _copy_durably(source: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(source, "rb") as reader, open(target, "wb") as writer:
@@ -98,7 +118,8 @@ def submit(folder: Path, root: Path = DEFAULT_ROOT) -> Path:
 
     Only the files that make up the submission are copied (see
     :class:`~agentbench_rl.leaderboard.validate.ValidatedSubmission`). Raises
-    :class:`SubmissionError` when the submission is invalid or already on the board.
+    :class:`SubmissionError` when the submission is invalid or already on the board (its files,
+    or its episodes under another name).
     """
     root = check_root(root)
     submission = validate_submission(Path(folder))
@@ -107,6 +128,12 @@ def submit(folder: Path, root: Path = DEFAULT_ROOT) -> Path:
     target = board / identifier
     if target.exists():
         raise SubmissionError(f"this submission is already on the board as {target}")
+    same = filed_with_episodes(board, submission.episodes_digest)
+    if same is not None:
+        raise SubmissionError(
+            f"these episodes are on the board already as {same}: the same episodes are filed "
+            "once, under one name"
+        )
     board.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=board, prefix=f".incoming-{identifier}-"))
     try:

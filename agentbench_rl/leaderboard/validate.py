@@ -28,12 +28,13 @@ import json
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.extras import install_hint
@@ -97,6 +98,10 @@ class ValidatedSubmission:
         files: the files that make up the submission, relative to ``folder``, sorted.
         data: the fingerprint of the external data played and whether it is the pinned one
             (``summary.json`` ``data``; ALFWorld and WebShop runs of newer harness versions).
+        episodes_digest: :func:`episodes_digest` of the episodes (the same episodes give the
+            same digest whatever their file's format, name or metadata).
+        claimed: what the submission states and nothing here can check: the package version
+            and commit its ``summary.json`` names.
     """
 
     folder: Path
@@ -109,6 +114,8 @@ class ValidatedSubmission:
     threshold: ThresholdResult | None
     files: tuple[str, ...]
     data: dict[str, Any] | None = None
+    episodes_digest: str = ""
+    claimed: dict[str, Any] = field(default_factory=dict)
 
 
 def evaluation_splits(env: str) -> list[str]:
@@ -207,9 +214,9 @@ def _check_run(
     summary: dict[str, Any], config: dict[str, Any], metadata: SubmissionMetadata, episodes: str
 ) -> None:
     """The summary describes a standard run of a registered env on an evaluation split."""
-    for field in RUN_FIELDS:
-        if field not in summary:
-            raise SubmissionError(f"{SUMMARY}: field '{field}' is missing")
+    for name in RUN_FIELDS:
+        if name not in summary:
+            raise SubmissionError(f"{SUMMARY}: field '{name}' is missing")
     env, split = summary["env"], summary["split"]
     if not isinstance(env, str) or env not in ENVS:
         raise SubmissionError(
@@ -513,6 +520,22 @@ def _check_episodes(episodes: pd.DataFrame, name: str, env: str, split: str) -> 
             raise SubmissionError(f"{_row(name, index)}: implausible episode: {reason}")
 
 
+def episodes_digest(episodes: pd.DataFrame) -> str:
+    """A digest of the episodes themselves: their rows sorted by seed and task, as CSV. Two
+    submissions with the same episodes share it, in CSV or Parquet, under any name.
+
+    Example:
+        >>> rows = {"task_id": ["b", "a"], "category": ["x", "x"], "seed": [0, 0],
+        ...         "success": [True, False], "score": [1.0, 0.0], "steps": [3, 5],
+        ...         "return": [1.0, 0.0], "invalid_actions": [0, 1]}
+        >>> table = pd.DataFrame(rows)
+        >>> episodes_digest(table) == episodes_digest(table.iloc[::-1])
+        True
+    """
+    ordered = episodes[list(EPISODE_COLUMNS)].sort_values(["seed", "task_id"], kind="stable")
+    return stable_hash(ordered.to_csv(index=False, lineterminator="\n"))
+
+
 def recompute_figures(episodes: pd.DataFrame) -> dict[str, Any]:
     """The summary figures of ``episodes`` as ``summary.json`` stores them (JSON round trip)."""
     figures: dict[str, Any] = json.loads(json.dumps(summarize(episodes)))
@@ -571,6 +594,7 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
         assert metadata.training is not None  # read_curves refuses curves without training
         threshold = threshold_crossing(curves, THRESHOLD, budget=metadata.training.iterations)
     data = _check_data(summary.get("data"))
+    claimed = {key: summary[key] for key in ("package_version", "git_commit")}
     files = [METADATA_FILE, CONFIG, SUMMARY, episodes_name]
     files += [path.relative_to(folder).as_posix() for path in curve_files(folder)]
     return ValidatedSubmission(
@@ -584,4 +608,6 @@ def validate_submission(folder: Path) -> ValidatedSubmission:
         threshold=threshold,
         files=tuple(sorted(files)),
         data=data,
+        episodes_digest=episodes_digest(episodes),
+        claimed=claimed,
     )
