@@ -14,18 +14,54 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from agentbench_rl.envs.alfworld.data import InstallError, install_archive
+from agentbench_rl.envs.alfworld.data import (
+    DATA_ROOT,
+    InstallError,
+    install_archive,
+    shipped_data_dir,
+)
 from agentbench_rl.envs.webshop.install import InstallError as WebShopInstallError
 from agentbench_rl.envs.webshop.install import install_webshop
 
+#: An installer under test: installs into a folder and names a file it must have put there.
+Installer = Callable[[Path], Path]
 
-@pytest.fixture
-def webshop_source(shared_data_dir: Path) -> str:
-    return str(shared_data_dir / "webshop")
+
+def _alfworld_demo(tmp_path: Path) -> Installer:
+    """ALFWorld's installer on an archive of the six games the package ships: no benchmark
+    data needed, so these cases run everywhere (CI included)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    archive = tmp_path / "demo.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(shipped_data_dir() / DATA_ROOT, arcname=DATA_ROOT)
+
+    def install(target: Path) -> Path:
+        install_archive(archive, target, splits=("demo",))
+        return target / DATA_ROOT / "demo"
+
+    return install
+
+
+def _webshop(tmp_path: Path, shared_data_dir: Path) -> Installer:
+    def install(target: Path) -> Path:
+        install_webshop(str(shared_data_dir / "webshop"), target)
+        return target / "items_shuffle_1000.json"
+
+    return install
+
+
+@pytest.fixture(params=["alfworld-demo", "webshop"])
+def installer(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Installer]:
+    """(the name the staging folders carry, the installer): ALFWorld's on the shipped demo
+    games, and WebShop's where its data is (``shared_data_dir`` skips it elsewhere)."""
+    if request.param == "alfworld-demo":
+        return DATA_ROOT, _alfworld_demo(tmp_path / "archive")
+    return "webshop", _webshop(tmp_path, request.getfixturevalue("shared_data_dir"))
 
 
 def dead_pid() -> int:
@@ -34,53 +70,58 @@ def dead_pid() -> int:
     return process.pid
 
 
-def test_a_data_dir_that_is_a_file_is_refused_and_kept(webshop_source: str, tmp_path: Path) -> None:
+def test_a_data_dir_that_is_a_file_is_refused_and_kept(
+    installer: tuple[str, Installer], tmp_path: Path
+) -> None:
     mine = tmp_path / "notes.txt"
     mine.write_text("the user's own file")
-    with pytest.raises(WebShopInstallError, match=r"notes\.txt is a file, not a folder"):
-        install_webshop(webshop_source, mine)
-    with pytest.raises(InstallError, match=r"notes\.txt is a file, not a folder"):
-        install_archive(Path(__file__), mine)
+    with pytest.raises((InstallError, WebShopInstallError), match=r"notes\.txt is a file, not"):
+        installer[1](mine)
     assert mine.read_text() == "the user's own file"
 
 
 def test_an_existing_folder_keeps_its_mode_and_a_new_one_takes_the_umask(
-    webshop_source: str, tmp_path: Path
+    installer: tuple[str, Installer], tmp_path: Path
 ) -> None:
     existing = tmp_path / "existing"
     existing.mkdir()
     os.chmod(existing, 0o755)
-    install_webshop(webshop_source, existing)
+    installer[1](existing)
     assert stat.S_IMODE(existing.stat().st_mode) == 0o755
     mask = os.umask(0o027)
     try:
         fresh = tmp_path / "fresh"
-        install_webshop(webshop_source, fresh)
+        installer[1](fresh)
     finally:
         os.umask(mask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o750
 
 
-def test_a_symlinked_data_dir_keeps_its_link(webshop_source: str, tmp_path: Path) -> None:
-    real = tmp_path / "disk" / "webshop"
+def test_a_symlinked_data_dir_keeps_its_link(
+    installer: tuple[str, Installer], tmp_path: Path
+) -> None:
+    real = tmp_path / "disk" / "data"
     real.mkdir(parents=True)
-    link = tmp_path / "webshop"
+    link = tmp_path / "data"
     link.symlink_to(real, target_is_directory=True)
-    install_webshop(webshop_source, link)
+    installed = installer[1](link)
     assert link.is_symlink() and link.resolve() == real.resolve()
-    assert (real / "items_shuffle_1000.json").is_file()
+    assert (real / installed.relative_to(link)).exists()
 
 
 def test_a_killed_installs_staging_folder_is_removed_by_the_next(
-    webshop_source: str, tmp_path: Path
+    installer: tuple[str, Installer], tmp_path: Path
 ) -> None:
-    target = tmp_path / "webshop"
-    leaked = tmp_path / f".webshop.staging-{dead_pid()}-abc123"
+    name, install = installer
+    target = tmp_path / ("data" if name == DATA_ROOT else name)
+    target.mkdir()
+    where = target if name == DATA_ROOT else tmp_path  # ALFWorld stages beside json_2.1.1
+    leaked = where / f".{name}.staging-{dead_pid()}-abc123"
     (leaked / "big").mkdir(parents=True)
     (leaked / "big" / "part").write_bytes(b"x" * 1000)
-    running = tmp_path / f".webshop.staging-{os.getpid()}-def456"  # a live install's: kept
+    running = where / f".{name}.staging-{os.getpid()}-def456"  # a live install's: kept
     running.mkdir()
-    install_webshop(webshop_source, target)
+    install(target)
     assert not leaked.exists() and running.is_dir()
 
 
