@@ -110,7 +110,7 @@ def doc_steps(path: Path) -> list[Step]:
                 steps.append(Step("python", body))
         elif language == "bash":
             for line in body.splitlines():
-                command = re.sub(r"\s+#.*$", "", line).strip()
+                command = re.sub(r"(^|\s+)#.*$", "", line).strip()  # a comment line: none
                 for part in (p.strip() for p in command.split(" && ")):
                     if part:
                         steps.append(Step("shell", part, classify(part)))

@@ -62,6 +62,7 @@ from agentbench_rl.envs.alfworld.pddl import (
     parse_problem,
 )
 from agentbench_rl.envs.alfworld.textgen import Deriver, Entity, parse_logic
+from agentbench_rl.extras import install_hint
 
 #: Answer to any command the game does not accept (TextWorld's own wording).
 NOTHING_HAPPENS = "Nothing happens."
@@ -480,7 +481,7 @@ def _search(game: NativeGame, state: State) -> tuple[str, ...]:
     except ImportError:
         raise ImportError(
             "alfworld: the expert left the walkthrough and must replan, which needs "
-            'fast-downward: pip install -e ".[alfworld]"'
+            f"fast-downward: {install_hint('alfworld')}"
         ) from None
     if game.replan_sas is None:
         with _argv_kept():  # fast-downward's translator rewrites sys.argv
