@@ -8,6 +8,7 @@ Every case here resumed with rc 0 (or lost rows) before the run folder's rules
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -161,6 +162,11 @@ REFUSED: list[tuple[str, Callable[[Path], None], str]] = [
         "invalid config.yaml",
         lambda r: (r / "config.yaml").write_text("seed: [1"),
         "config.yaml is not valid YAML",
+    ),
+    (
+        "an emptied config.yaml",  # listed 16 differing keys
+        lambda r: (r / "config.yaml").write_text(""),
+        "config.yaml is empty: the run's declaration is lost",
     ),
     (
         "config.yaml of another seed",
@@ -343,3 +349,86 @@ def test_a_sweep_stops_at_a_run_another_process_trains(tmp_path: Path) -> None:
     with held, pytest.raises(FolderInUseError, match="is in use by"):
         run_sweep(sweep, runner="sequential")
     assert not RunFolder(run.folder).holds_run()
+
+
+# ------------------------------------------------------------------------------ a full disk
+def test_a_full_disk_stops_train_with_one_line_and_resume_continues_exactly(
+    finished: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """The disk fills while iteration 2's checkpoint is written: one line naming the file and
+    the way on, no traceback; once space is back, --resume ends where the run that had room
+    ended."""
+    import errno
+
+    from agentbench_rl.cli import main
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(SETTINGS))
+    saved = ppo.save_checkpoint
+
+    def full_at_two(run: Any, policy: Any, optimizer: Any, iteration: int, *args: Any) -> None:
+        if iteration == 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(run.path / "checkpoint"))
+        saved(run, policy, optimizer, iteration, *args)
+
+    monkeypatch.setattr(ppo, "save_checkpoint", full_at_two)
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", "--config", str(config_file), "--out", str(out)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert stopped.value.code == 2 and "Traceback" not in err and len(lines) == 1
+    assert "no space left on the device writing" in lines[0] and "--resume" in lines[0]
+    monkeypatch.setattr(ppo, "save_checkpoint", saved)
+    with pytest.raises(SystemExit) as resumed:
+        main(["train", "--config", str(config_file), "--out", str(out), "--resume"])
+    assert resumed.value.code == 0
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    expected = [json.loads(line) for line in (finished / "metrics.jsonl").read_text().splitlines()]
+    assert ppo.comparable(rows) == ppo.comparable(expected)
+
+
+# ------------------------------------------------------------------------------ odd values
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("seed=-1", "seed must be a whole number >= 0, got -1"),
+        ("seed=4294967296", "seed must be a whole number <= 4294967295, got 4294967296"),
+        (
+            "iterations=100000000000000000000000",
+            "iterations must be a whole number <= 1000000, got 100000000000000000000000",
+        ),
+        ("env_workers=100000", "env_workers must be a whole number <= 1024, got 100000"),
+        ("group_size=1000000", "group_size must be a whole number <= 4096, got 1000000"),
+        ("val_seeds=[-3]", "val_seeds.0 must be a whole number >= 0, got -3"),
+    ],
+)
+def test_odd_values_are_refused_before_any_work(
+    override: str, message: str, tmp_path: Path, capsys: Any
+) -> None:
+    from agentbench_rl.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["train", "--out", str(tmp_path / "run"), override])
+    err = capsys.readouterr().err.strip()
+    assert stopped.value.code == 2 and err == f"error: {message}"
+    assert not (tmp_path / "run").exists()
+
+
+def test_resume_says_where_it_goes_on(finished: Path, tmp_path: Path, capsys: Any) -> None:
+    """From which iteration; and a deleted checkpoint, which retrained from 0 in silence."""
+    from rich.console import Console
+
+    run = copy_run(finished, tmp_path)
+    console = Console(file=io.StringIO(), width=200)
+    ppo.train(config_from_dict(settings(iterations=3)), run, resume=True, console=console)
+    said = console.file.getvalue()  # type: ignore[attr-defined]
+    assert f"resuming {run} from iteration 2 (its checkpoint)" in said
+    shutil.rmtree(run / "checkpoint")
+    console = Console(file=io.StringIO(), width=200)
+    ppo.train(config_from_dict(settings(iterations=3)), run, resume=True, console=console)
+    said = console.file.getvalue()  # type: ignore[attr-defined]
+    assert (
+        f"--resume: {run} has no checkpoint although its metrics reach iteration 3: training "
+        "again from iteration 0"
+    ) in said

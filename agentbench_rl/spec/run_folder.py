@@ -71,6 +71,35 @@ class RunFolderError(ValueError):
     """A run folder's file breaks its rules; the message names the file and what is wrong."""
 
 
+#: A behaviour-cloning start (a folder of ``bc.cache_dir``, and the starts a campaign ships):
+#: the saved policy, its statistics (:data:`DONE_FILE`) and this record of what it is: the
+#: fingerprint of its weights and the machine that made it.
+START_RECORD = "start.json"
+
+
+def record_start(folder: Path, made_on: dict[str, Any]) -> None:
+    """Write ``folder``'s start record: its weights' fingerprint and ``made_on``."""
+    record = {"weights": weights_fingerprint(folder), "made_on": made_on}
+    atomic_write_text(folder / START_RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def check_start(folder: Path) -> dict[str, Any] | None:
+    """``folder``'s start record (``None`` for a start written before records were), refused in
+    one line when its weights are not the ones it records (damaged or replaced)."""
+    path = folder / START_RECORD
+    if not path.is_file():
+        return None
+    record = read_json(path)
+    recorded = record.get("weights") if isinstance(record, dict) else None
+    found = weights_fingerprint(folder)
+    if not isinstance(recorded, str) or found != recorded:
+        raise RunFolderError(
+            f"{folder}: the behaviour-cloning start's weights have fingerprint {found}, its "
+            f"record says {recorded}: damaged or replaced (delete the folder to clone again)"
+        )
+    return dict(record)
+
+
 @dataclass(frozen=True)
 class Metrics:
     """The rows of a metrics journal (rule 3).

@@ -88,6 +88,18 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 Positive = Annotated[Whole, Field(ge=1)]
+#: A seed: what numpy's and the harness's generators take (0 .. 2**32 - 1).
+MAX_SEED = 2**32 - 1
+Seed = Annotated[Whole, Field(ge=0, le=MAX_SEED)]
+#: The largest counts a run takes (a typo of a few digits is refused before any work, not
+#: found out hours later): iterations, tasks and trajectories per iteration, Ray env actors,
+#: steps and tokens of an episode.
+MAX_ITERATIONS = 1_000_000
+MAX_TASKS = 100_000
+MAX_GROUP = 4_096
+MAX_ENV_WORKERS = 1_024
+MAX_STEPS = 100_000
+MAX_TOKENS = 1_048_576
 Fraction = Annotated[Number, Field(ge=0, le=1)]
 NonNegative = Annotated[Number, Field(ge=0)]
 Backend = Literal["local", "ray"]
@@ -115,7 +127,7 @@ class BCConfig(Spec):
     cache_dir: Text | None = _field(None, RUN_OPTION)
     # Seed of the warm start (tiny model's init and tokenizer, BC tasks and order); None: the
     # run's seed. A fixed value gives every seed of a sweep one warm start: seeds differ in RL.
-    seed: Whole | None = _field(None, WARM_START)
+    seed: Seed | None = _field(None, WARM_START)
 
 
 class TrainConfig(Spec):
@@ -138,25 +150,28 @@ class TrainConfig(Spec):
     estimator: Text = "gigpo"
     estimator_params: dict[str, Any] = _field(dict)
     model: Text = _field("tiny", WARM_START)
-    seed: Whole = 0
-    iterations: Positive = _field(150, RUN_OPTION)  # a resumed run may go on longer
+    seed: Seed = 0
+    # a resumed run may go on longer
+    iterations: Annotated[Whole, Field(ge=1, le=MAX_ITERATIONS)] = _field(150, RUN_OPTION)
 
     # rollouts
-    n_tasks: Positive = 16  # N tasks of the train split per iteration
-    group_size: Positive = 8  # G trajectories on each task
+    n_tasks: Annotated[Whole, Field(ge=1, le=MAX_TASKS)] = 16  # N train tasks per iteration
+    group_size: Annotated[Whole, Field(ge=1, le=MAX_GROUP)] = 8  # G trajectories on each task
     train_split: Text = _field("train", WARM_START)
     # Train (and behaviour-clone) only on tasks of these categories (the env's category(), such
     # as TextCraft's "depth-1"); empty: every task of the split.
     train_categories: list[Text] = _field(list, WARM_START)
-    max_steps: Positive | None = _field(None, WARM_START)  # the env's step limit when None
+    # the env's step limit when None
+    max_steps: Annotated[Whole, Field(ge=1, le=MAX_STEPS)] | None = _field(None, WARM_START)
     history: Annotated[Whole, Field(ge=0)] = _field(2, WARM_START)
     history_observations: Flag = _field(True, WARM_START)
     instruction: Text | None = _field(None, WARM_START)  # None: the env's prompt_instruction
     action_mode: ActionMode = _field("generate", WARM_START)
     temperature: Annotated[Number, Field(gt=0)] = 1.0
     top_p: Annotated[Number, Field(gt=0, le=1)] = 1.0
-    max_new_tokens: Positive = 256
-    max_prompt_tokens: Positive = _field(2048, WARM_START)  # longer prompts lose oldest tokens
+    max_new_tokens: Annotated[Whole, Field(ge=1, le=MAX_TOKENS)] = 256
+    # longer prompts lose their oldest tokens
+    max_prompt_tokens: Annotated[Whole, Field(ge=1, le=MAX_TOKENS)] = _field(2048, WARM_START)
     forward_batch_size: Positive = 64  # rows per batched forward (choose mode: rows x actions)
 
     # rewards and the estimator
@@ -186,7 +201,7 @@ class TrainConfig(Spec):
     # Validate only on tasks of these categories (the harness's ``categories``; TextCraft trained
     # on depth-1/2 goals is validated on those); empty: every category of the val split.
     val_categories: list[Text] = _field(list)
-    val_seeds: list[Whole] = _field(lambda: [0], min_length=1)  # one evaluation per seed
+    val_seeds: list[Seed] = _field(lambda: [0], min_length=1)  # one evaluation per seed
     # True: validation takes the most likely action (choose mode: the best score; generate:
     # greedy decoding), so a point measures the policy, not the sampling noise of one draw per
     # step; False: sampled at ``temperature``, as in training. Recorded in each metrics row.
@@ -196,7 +211,7 @@ class TrainConfig(Spec):
     # where things run
     backend: Backend = _field("local", RUN_OPTION)  # env workers: "local" or "ray"
     ray_address: Text | None = _field(None, RUN_OPTION)
-    env_workers: Positive = _field(2, RUN_OPTION)  # Ray env actors
+    env_workers: Annotated[Whole, Field(ge=1, le=MAX_ENV_WORKERS)] = _field(2, RUN_OPTION)
     # The train split served there (agentbench-rl serve-env): rollouts step it over the wire
     env_server: Text | None = _field(None, RUN_OPTION)
     engine: Engine = "hf"  # rollout generation: "hf" (generate / batched scoring) or "vllm"
@@ -565,9 +580,16 @@ def read_run_config(path: Path) -> TrainConfig:
     """The config a run folder's ``config.yaml`` holds (fields added since take their defaults);
     ``ValueError`` with one line naming the file."""
     try:
-        return config_from_dict(read_yaml_mapping(path))
+        stored = read_yaml_mapping(path)
     except FileNotFoundError:
         raise ValueError(f"{path} is missing") from None
+    if not stored:
+        raise ValueError(
+            f"{path} is empty: the run's declaration is lost, so it cannot be resumed "
+            "(train it afresh in another --out)"
+        )
+    try:
+        return config_from_dict(stored)
     except ValueError as problem:
         message = str(problem)
         raise ValueError(message if str(path) in message else f"{path}: {message}") from None

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress
 
 from agentbench_rl.agents.policy import PolicyAgent
@@ -59,6 +60,7 @@ from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
 from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.estimators.registry import EstimatorSpec
+from agentbench_rl.harness.provenance import machine
 from agentbench_rl.models.policy import (
     Policy,
     choice_logprobs,
@@ -84,6 +86,8 @@ from agentbench_rl.spec.run_folder import (
     POLICY,
     RunFolder,
     RunFolderError,
+    check_start,
+    record_start,
 )
 from agentbench_rl.train.bc import behaviour_cloning, expert_rows
 from agentbench_rl.train.checkpoint import load_training_state, save_checkpoint
@@ -134,9 +138,13 @@ def initial_policy(
     config: TrainConfig, device: str, progress: Progress | LineProgress | None
 ) -> tuple[Policy, dict[str, float]]:
     """The policy RL starts from: the tiny model or a Hugging Face one, after behaviour cloning
-    when ``bc.enabled`` (a cached BC result is reused)."""
+    when ``bc.enabled``. A BC result in ``bc.cache_dir`` (its folder named by the warm start's
+    identity) is reused, its weights checked against its start record; a campaign that ships
+    its start there starts from the same weights on any machine (BC's float sums differ
+    between CPUs)."""
     cache = Path(config.bc.cache_dir) / bc_key(config) if config.bc.cache_dir else None
     if config.bc.enabled and cache is not None and (cache / DONE_FILE).is_file():
+        check_start(cache)
         stats = json.loads((cache / DONE_FILE).read_text("utf-8"))
         return load_policy(cache, config, device), stats
     env_kwargs = config.train_env().make_kwargs()
@@ -188,6 +196,7 @@ def initial_policy(
         shutil.rmtree(staging, ignore_errors=True)
         policy.save(staging)
         (staging / DONE_FILE).write_text(json.dumps(stats) + "\n", "utf-8")
+        record_start(staging, machine(config.torch_threads))
         shutil.rmtree(cache, ignore_errors=True)
         staging.rename(cache)
     return policy, stats
@@ -531,6 +540,22 @@ class StartPoint:
     iteration: int = 0
     metrics: tuple[dict[str, Any], ...] = ()
     reference_weights: str | None = None
+    #: The last iteration the metrics held when a resumed run found no checkpoint (it trains
+    #: again from iteration 0, and says so); ``None`` otherwise.
+    lost_iterations: int | None = None
+    #: Whether the folder held a run (a resumed run says where it goes on; a fresh one not).
+    held: bool = False
+
+    def resume_line(self, run: RunFolder) -> str:
+        """What ``train --resume`` says of where it goes on."""
+        if self.checkpoint is not None:
+            return f"resuming {run.path} from iteration {self.iteration} (its checkpoint)"
+        if self.lost_iterations:
+            return (
+                f"--resume: {run.path} has no checkpoint although its metrics reach iteration "
+                f"{self.lost_iterations}: training again from iteration 0"
+            )
+        return f"--resume: {run.path} holds no checkpoint yet: training from iteration 0"
 
 
 def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoint:
@@ -570,7 +595,9 @@ def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoin
                     "cannot resume exactly"
                 )
             kept = tuple(metrics.rows[: state.iteration + 1])
-            point = StartPoint(checkpoint, state.iteration, kept, reference)
+            point = StartPoint(checkpoint, state.iteration, kept, reference, held=True)
+        else:
+            point = StartPoint(lost_iterations=metrics.last_iteration, held=True)
     # Checked: from here on the folder is rewritten. What lies past the start point belongs to
     # iterations that are done again, and a fresh start keeps nothing of an earlier attempt.
     run.restart(point.checkpoint is not None, point.iteration)
@@ -793,6 +820,8 @@ def _train(
 ) -> list[dict[str, Any]]:
     device = resolve_device(config.device)  # a missing GPU is refused before any write
     point = _prepare_run(config, run, resume)
+    if point.held and console is not None:
+        console.print(escape(point.resume_line(run)), highlight=False, soft_wrap=True)
     _seed_everything(config.seed)
     config.use_torch_threads()
     with progress_display(console) as progress:
