@@ -46,7 +46,9 @@ def small_batch(hidden: Any = None) -> StepBatch:
 
 
 def test_names_in_order() -> None:
-    assert NAMES == ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "hgpo")
+    assert NAMES == (
+        *("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "hgpo", "graphgpo"),
+    )
     assert available() == list(NAMES)
 
 

@@ -1,13 +1,16 @@
-"""GiGPO and HGPO against their authors' code: verl-agent's functions on the same rows.
+"""GiGPO, HGPO and GraphGPO against their authors' code: verl-agent's functions on the same rows.
 
 The peer files are never vendored: ``agentbench_rl.bench.peers`` compiles them from the
-verl-agent checkout that ``AGENTBENCH_VERL_AGENT`` names (a clone of xlan156/verl-agent, which
-holds upstream's ``gigpo/core_gigpo.py`` and HGPO's ``recipe/hgpo/core_hgpo.py``), in float64
-so the two can agree to 1e-8; the tests skip without one.
+verl-agent checkout that ``AGENTBENCH_VERL_AGENT`` names, in float64 so the two can agree to
+1e-8; the tests skip without one, saying which files they need. Checked at
+``agentbench_rl.bench.peers.CHECKED_AT``: xlan156/verl-agent 8ca3a46 (``gigpo/core_gigpo.py``,
+``recipe/hgpo/core_hgpo.py``) and zzj1111/alfworldauto 37aec78 (``recipe/GraphGPO/``, upstream's
+PR #256). One folder holding the three::
 
-Run it::
-
-    AGENTBENCH_VERL_AGENT=/path/to/verl-agent python -m pytest tests/test_peer_estimators.py
+    git clone https://github.com/xlan156/verl-agent /tmp/verl-agent
+    git clone https://github.com/zzj1111/alfworldauto /tmp/alfworldauto
+    cp -r /tmp/alfworldauto/recipe/GraphGPO /tmp/verl-agent/recipe/
+    AGENTBENCH_VERL_AGENT=/tmp/verl-agent python -m pytest tests/test_peer_estimators.py
 """
 
 from __future__ import annotations
@@ -20,12 +23,16 @@ import numpy as np
 import pytest
 
 from agentbench_rl.bench.peers import (
+    CHECKED_AT,
     GIGPO_FILE,
+    GRAPHGPO_FILE,
     HGPO_FILE,
     ROOT_VARIABLE,
     load_function,
+    load_module,
     peer_root,
     run_gigpo,
+    run_graphgpo,
     run_hgpo,
 )
 from agentbench_rl.estimators import StepBatch, compute
@@ -33,11 +40,23 @@ from agentbench_rl.estimators import StepBatch, compute
 torch = pytest.importorskip("torch")
 
 
-def _peer(relative: str, name: str) -> Callable[..., Any]:
+def _root(relative: str) -> Any:
     root = peer_root()
     if root is None or not (root / relative).is_file():
-        pytest.skip(f"set {ROOT_VARIABLE} to a verl-agent checkout holding {relative}")
-    return load_function(root, relative, name)
+        pytest.skip(
+            f"set {ROOT_VARIABLE} to a verl-agent checkout holding {relative} (checked at "
+            f"{CHECKED_AT[relative]}; this module's docstring says how)"
+        )
+    return root
+
+
+def _peer(relative: str, name: str) -> Callable[..., Any]:
+    return load_function(_root(relative), relative, name)
+
+
+@pytest.fixture(scope="module")
+def graphgpo_peer() -> Any:
+    return load_module(_root(GRAPHGPO_FILE), GRAPHGPO_FILE)
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +108,9 @@ REWARDS = {
     "mixed": [0.0, 0.0, 1.0, -1.0, 0.5, 2.0],
     "all_equal": [1.0],
     "all_zero": [0.0],
+    # sums a float cannot hold exactly: a mean misses them by an ulp, which HGPO's a != 0 rule
+    # can turn into a weight (verl-agent's rounding is what lone_row="score" reproduces)
+    "fractional": [0.0, 0.1, 0.3, 0.7, 1.0],
 }
 PARAMS = [
     {},
@@ -112,10 +134,8 @@ def test_hgpo_equals_verl_agent(
         records = _records(rng, **CASES[case], rewards=REWARDS[rewards])
         shuffled = [records[i] for i in rng.permutation(len(records))]
         batch = StepBatch.from_records(shuffled)
-        lone_rows = np.bincount(batch.group_codes)[batch.group_codes] == 1
-        # Our default gives a task group of one row 0; the exact form is lone_row="score".
-        ours_params = {**params, "lone_row": "score"} if lone_rows.any() else params
-        ours = compute("hgpo", batch, **ours_params).advantages
+        # lone_row="score" is verl-agent's form: its lone rows and its rounding
+        ours = compute("hgpo", batch, **params, lone_row="score").advantages
         np.testing.assert_allclose(ours, run_hgpo(peer, batch, params), rtol=0, atol=1e-8)
 
 
@@ -150,3 +170,100 @@ def test_gigpo_equals_verl_agent(gigpo_peer: Callable[..., Any], case: str, norm
         ours = compute("gigpo", batch, norm=norm).advantages
         theirs = run_gigpo(gigpo_peer, batch, {"norm": norm})
         np.testing.assert_allclose(ours[keep], theirs[keep], rtol=0, atol=1e-8)
+
+
+def test_hgpo_on_lone_trajectory_groups_equals_verl_agent(peer: Callable[..., Any]) -> None:
+    """Task groups of one trajectory, fractional returns, base_group: every row of a group has
+    one score, whose float mean verl-agent misses by an ulp or not; lone_row="score" follows it
+    (an earlier version differed on 3 of 24 such batches, by up to 1.7)."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        records = _records(
+            rng, groups=4, trajs=1, max_len=30, observations="AB", rewards=REWARDS["fractional"]
+        )
+        batch = StepBatch.from_records([records[i] for i in rng.permutation(len(records))])
+        params = {"base_group": True, "gamma": float(rng.choice([0.5, 0.95, 1.0]))}
+        ours = compute("hgpo", batch, **params, lone_row="score").advantages
+        np.testing.assert_allclose(ours, run_hgpo(peer, batch, params), rtol=0, atol=1e-8)
+
+
+def _graph_records(
+    rng: np.random.Generator, *, groups: int, trajs: int, max_len: int, states: int, next_key: bool
+) -> list[dict[str, Any]]:
+    """Walks on a small state space: revisits and cycles, trajectories that reach the goal
+    state (reward 10 on the last step) or stop short, a next observation on every row."""
+    records = []
+    for g in range(groups):
+        for k in range(int(rng.integers(1, trajs + 1))):
+            length = int(rng.integers(1, max_len + 1))
+            won = bool(rng.random() < 0.5)
+            path = [f"s{int(rng.integers(states))}" for _ in range(length + 1)]
+            for t in range(length):
+                record = {
+                    "group": f"g{g}",
+                    "traj": f"g{g}-{k}",
+                    "t": t,
+                    "reward": 10.0 if won and t == length - 1 else 0.0,
+                    "obs_key": path[t],
+                    "state_key": path[t],
+                    "action_key": "a",
+                    "valid": bool(rng.random() < 0.85),
+                }
+                if next_key:
+                    record["next_obs_key"] = path[t + 1]
+                records.append(record)
+    return records
+
+
+GRAPH_CASES = {
+    "random": {"groups": 4, "trajs": 6, "max_len": 8, "states": 5},
+    "cycles": {"groups": 3, "trajs": 5, "max_len": 14, "states": 2},
+    "single_step": {"groups": 4, "trajs": 6, "max_len": 1, "states": 3},
+    "single_trajectory": {"groups": 5, "trajs": 1, "max_len": 6, "states": 3},
+    "no_revisits": {"groups": 2, "trajs": 4, "max_len": 5, "states": 1000},
+}
+GRAPH_PARAMS = [
+    {},
+    {"norm": "mean"},
+    {"normalize_distance": True},
+    {"normalize_distance": True, "norm": "mean", "gamma": 0.5},
+    {"episode_weight": 0.0},
+    {"step_weight": 0.0, "invalid_penalty": 0.1},
+    {"step_weight": 2.0, "episode_weight": 0.5, "gamma": 0.95},
+]
+
+
+@pytest.mark.parametrize("case", sorted(GRAPH_CASES))
+@pytest.mark.parametrize("next_key", [True, False], ids=["next_obs_key", "next_row"])
+@pytest.mark.parametrize(
+    "params", GRAPH_PARAMS, ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "defaults"
+)
+def test_graphgpo_equals_verl_agent(
+    graphgpo_peer: Any, case: str, next_key: bool, params: dict[str, Any]
+) -> None:
+    """Interleaved rows, revisited observations, cycles, groups with no success, single-step
+    and single-trajectory groups, both distance modes, both norms, weights 0: the advantages of
+    ``ComplexGraph`` + ``compute_graph_path_returns`` + ``compute_graphgpo_outcome_advantage``
+    to 1e-8 (lone_row="score": verl-agent's form for a task group of one row)."""
+    rng = np.random.default_rng(zlib.crc32(f"graphgpo/{case}/{next_key}/{params}".encode()))
+    for _ in range(4):
+        records = _graph_records(rng, **GRAPH_CASES[case], next_key=next_key)
+        batch = StepBatch.from_records([records[i] for i in rng.permutation(len(records))])
+        ours = compute("graphgpo", batch, **params, lone_row="score").advantages
+        theirs = run_graphgpo(graphgpo_peer, batch, params)
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-8)
+
+
+def test_graphgpo_lone_row_is_its_one_deliberate_difference(graphgpo_peer: Any) -> None:
+    rows = [
+        {"group": "solo", "traj": "s", "t": 0, "reward": 10.0, "obs_key": "A"},
+        {"group": "pair", "traj": "p0", "t": 0, "reward": 10.0, "obs_key": "A"},
+        {"group": "pair", "traj": "p1", "t": 0, "reward": 0.0, "obs_key": "A"},
+    ]
+    batch = StepBatch.from_records(
+        [{**row, "state_key": "s", "action_key": "a", "valid": True} for row in rows]
+    )
+    theirs = run_graphgpo(graphgpo_peer, batch, {})
+    ours = compute("graphgpo", batch).advantages
+    assert ours[0] == 0.0 and theirs[0] == pytest.approx(10.0 / (1 + 1e-6), abs=1e-9)
+    np.testing.assert_allclose(ours[1:], theirs[1:], atol=1e-8)

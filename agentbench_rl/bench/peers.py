@@ -1,16 +1,22 @@
 """The authors' own estimator functions, read from a verl-agent checkout when one is named.
 
 Nothing here is vendored: the functions are compiled from the files of the checkout that
-``AGENTBENCH_VERL_AGENT`` names (a clone of xlan156/verl-agent, which carries upstream's
-``gigpo/core_gigpo.py`` and the ``recipe/hgpo/core_hgpo.py`` of HGPO's authors). They compute in
-float32; their ``torch.float32`` casts are rewritten to ``torch.float64`` in memory, so they and
-ours can agree to 1e-8. Their ``from verl import DataProto`` (a type annotation only) is given a
-stand-in module, and their per-batch ``print`` is silenced. Used by
+``AGENTBENCH_VERL_AGENT`` names: upstream verl-agent's ``gigpo/core_gigpo.py``, the
+``recipe/hgpo/core_hgpo.py`` of HGPO's authors and the ``recipe/GraphGPO/core_graph.py`` of
+GraphGPO's (checked at xlan156/verl-agent 8ca3a46 for the first two and
+zzj1111/alfworldauto 37aec78, which carries upstream's ``recipe/GraphGPO`` of PR #256, for the
+third; :data:`CHECKED_AT`). They compute in float32; their ``torch.float32`` and ``np.float32``
+are rewritten to float64 in memory, so they and ours can agree to 1e-8. Their ``from verl
+import DataProto`` (a type annotation only) and GraphGPO's plotting imports are given stand-in
+modules, GraphGPO's ``from gigpo.core_gigpo import ...`` the same float64 compile of the
+checkout's file, and their per-batch ``print`` is silenced. Used by
 ``tests/test_peer_estimators.py`` (parity) and ``bench estimators`` (their speed beside ours).
 
 The adapters hand a ``StepBatch`` over the way verl-agent's trainer does: rows in step-major order
-(every trajectory's step t before any step t + 1, as its rollout loop stacks them), the step
-return and the episode score as tensors; they return advantages in the batch's row order.
+(every trajectory's step t before any step t + 1, as its rollout loop stacks them) for GiGPO and
+HGPO, trajectory-major for GraphGPO (its rollout loop appends each trajectory whole, and its
+graph reads a trajectory's rows in that order), the step return and the episode score as
+tensors; they return advantages in the batch's row order.
 """
 
 from __future__ import annotations
@@ -30,6 +36,23 @@ from agentbench_rl.estimators.common import episode_scores, step_returns
 ROOT_VARIABLE = "AGENTBENCH_VERL_AGENT"
 GIGPO_FILE = "gigpo/core_gigpo.py"
 HGPO_FILE = "recipe/hgpo/core_hgpo.py"
+GRAPHGPO_FILE = "recipe/GraphGPO/core_graph.py"
+#: Where the peer files were read when the parity tests were last run, and at which commit.
+CHECKED_AT = {
+    GIGPO_FILE: "xlan156/verl-agent@8ca3a46",
+    HGPO_FILE: "xlan156/verl-agent@8ca3a46",
+    GRAPHGPO_FILE: "zzj1111/alfworldauto@37aec78 (recipe/GraphGPO of verl-agent PR #256)",
+}
+#: Modules the peer files import that the functions used here never touch (plotting).
+STAND_INS = (
+    "verl",
+    "networkx",
+    "matplotlib",
+    "matplotlib.pyplot",
+    "matplotlib.patches",
+    "matplotlib.cm",
+    "matplotlib.colors",
+)
 RESPONSE_TOKENS = 3  # tokens per row; the episode score sits on the last, as verl-agent does
 MODES = {"mean_std": "mean_std_norm", "mean": "mean_norm"}
 
@@ -40,8 +63,10 @@ def peer_root() -> Path | None:
     return Path(root) if root else None
 
 
-def load_function(root: Path, relative: str, name: str) -> Callable[..., Any]:
-    """Function ``name`` of ``root / relative``, compiled with float64 in place of float32.
+def load_module(root: Path, relative: str) -> types.ModuleType:
+    """The module ``root / relative``, compiled with float64 in place of float32, its plotting
+    and ``verl`` imports stood in for and its ``from gigpo.core_gigpo import`` served by
+    the same compile of the checkout's ``gigpo/core_gigpo.py``.
 
     Raises ``FileNotFoundError`` naming the file when the checkout lacks it.
     """
@@ -49,20 +74,32 @@ def load_function(root: Path, relative: str, name: str) -> Callable[..., Any]:
     if not path.is_file():
         raise FileNotFoundError(f"{ROOT_VARIABLE}={root}: no {relative} there")
     source = path.read_text().replace("torch.float32", "torch.float64")
-    stand_in = types.ModuleType("verl")
-    stand_in.DataProto = object  # type: ignore[attr-defined]
-    saved = sys.modules.get("verl")
-    sys.modules["verl"] = stand_in
+    source = source.replace("np.float32", "np.float64")
+    stand_ins: dict[str, types.ModuleType] = {}
+    for name in STAND_INS:  # any name asked of them is a placeholder (PEP 562)
+        stand_ins[name] = types.ModuleType(name)
+        stand_ins[name].__getattr__ = lambda attribute: object  # type: ignore[method-assign]
+    if relative != GIGPO_FILE and "gigpo.core_gigpo" in source:
+        stand_ins["gigpo"] = types.ModuleType("gigpo")
+        stand_ins["gigpo.core_gigpo"] = load_module(root, GIGPO_FILE)
+    saved = {name: sys.modules.get(name) for name in stand_ins}
+    sys.modules.update(stand_ins)
+    module = types.ModuleType(f"verl_agent_{path.stem}")
     try:
-        namespace: dict[str, Any] = {"__name__": f"verl_agent_{Path(relative).stem}"}
-        exec(compile(source, str(path), "exec"), namespace)
+        exec(compile(source, str(path), "exec"), module.__dict__)
     finally:
-        if saved is None:
-            del sys.modules["verl"]
-        else:
-            sys.modules["verl"] = saved
-    namespace["print"] = lambda *args, **kwargs: None  # its "Avg size of step-level group"
-    function: Callable[..., Any] = namespace[name]
+        for name, previous in saved.items():
+            if previous is None:
+                del sys.modules[name]
+            else:
+                sys.modules[name] = previous
+    module.print = lambda *args, **kwargs: None  # type: ignore[attr-defined]  # per batch
+    return module
+
+
+def load_function(root: Path, relative: str, name: str) -> Callable[..., Any]:
+    """Function ``name`` of ``root / relative`` (:func:`load_module`)."""
+    function: Callable[..., Any] = getattr(load_module(root, relative), name)
     return function
 
 
@@ -139,15 +176,88 @@ def run_gigpo(
     )
 
 
-# Our estimator name -> (file, function, adapter): the peers ``bench estimators`` times.
-PEERS: dict[str, tuple[str, str, Callable[..., np.ndarray]]] = {
+#: The node a successful trajectory's last step leads to in GraphGPO's rollout loop.
+SUCCESS_NODE = "success"
+
+
+def run_graphgpo(module: Any, batch: StepBatch, params: Mapping[str, Any]) -> np.ndarray:
+    """GraphGPO's recipe on ``batch``: its rollout loop's ``next_obs`` (the step's next
+    observation, ``'success'`` after the last step of a trajectory of positive return, and, for
+    a batch without ``next_obs_key``, a failed trajectory's own end), then
+    ``ComplexGraph.from_data``, ``all_to_target_shortest_paths``,
+    ``compute_graph_path_returns`` and ``compute_graphgpo_outcome_advantage``."""
+    import torch
+
+    from agentbench_rl.estimators.common import trajectory_returns
+
+    order = batch.traj_order  # trajectory-major, each in time order
+    following = batch.next_row
+    last = following < 0
+    episode_rewards = trajectory_returns(batch)[batch.traj_codes]
+    if batch.next_obs_key is not None:
+        after = np.asarray(batch.next_obs_key, dtype=object).copy()
+    else:
+        after = np.asarray(batch.obs_key[np.where(last, 0, following)], dtype=object).copy()
+        for row in np.flatnonzero(last):
+            after[row] = ("end", batch.traj[row])
+    after[last & (episode_rewards > 0)] = SUCCESS_NODE
+    n = len(batch)
+    data = types.SimpleNamespace(
+        non_tensor_batch={
+            "uid": np.asarray(batch.group[order], dtype=object),
+            "traj_uid": np.asarray(batch.traj[order], dtype=object),
+            "anchor_obs": np.asarray(batch.obs_key[order], dtype=object),
+            "next_obs": after[order],
+            "text_actions": np.asarray(batch.action_key[order], dtype=object),
+            "episode_rewards": episode_rewards[order],
+            "rewards": batch.reward[order],
+            "active_masks": np.ones(n),
+            "is_action_valid": batch.valid[order],
+        },
+        batch={"input_ids": torch.zeros((n, 1))},
+    )
+    graphs = module.ComplexGraph.from_data(data, enable_similarity=False)
+    module.ComplexGraph.Calculate_all_shortest_path(graphs)
+    step_rewards = module.compute_graph_path_returns(
+        data, graphs, params.get("gamma", 0.1), params.get("normalize_distance", False)
+    )
+    penalty = params.get("invalid_penalty", 0.0)
+    token_rewards = np.zeros((n, RESPONSE_TOKENS))
+    token_rewards[:, -1] = episode_scores(batch, penalty)[order]
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result, _ = module.compute_graphgpo_outcome_advantage(
+            torch.tensor(token_rewards, dtype=torch.float64),
+            step_rewards.to(torch.float64),
+            torch.ones((n, RESPONSE_TOKENS), dtype=torch.float64),
+            data.non_tensor_batch["anchor_obs"],
+            data.non_tensor_batch["uid"],
+            data.non_tensor_batch["traj_uid"],
+            epsilon=1e-6,
+            step_advantage_w=params.get("step_weight", 1.0),
+            episode_advantage_w=params.get("episode_weight", 1.0),
+            mode=MODES[params.get("norm", "mean_std")],
+        )
+    finally:
+        torch.set_default_dtype(default_dtype)
+    advantages = np.empty(n)
+    advantages[order] = result[:, 0].numpy()
+    return advantages
+
+
+# Our estimator name -> (file, function or None for the module, adapter): the peers
+# ``bench estimators`` times.
+PEERS: dict[str, tuple[str, str | None, Callable[..., np.ndarray]]] = {
     "gigpo": (GIGPO_FILE, "compute_gigpo_outcome_advantage", run_gigpo),
     "hgpo": (HGPO_FILE, "hgpo_advantage_estimate", run_hgpo),
+    "graphgpo": (GRAPHGPO_FILE, None, run_graphgpo),
 }
 
 
 def peer_estimator(name: str, root: Path) -> Callable[[StepBatch], np.ndarray]:
     """verl-agent's function for our estimator ``name`` at its defaults, as batch -> advantages."""
     relative, function_name, adapter = PEERS[name]
-    function = load_function(root, relative, function_name)
-    return lambda batch: adapter(function, batch, {})
+    module = load_module(root, relative)
+    target = module if function_name is None else getattr(module, function_name)
+    return lambda batch: adapter(target, batch, {})

@@ -17,8 +17,12 @@ import numpy as np
 import pandas as pd
 
 REQUIRED_COLUMNS = ("group", "traj", "t", "reward", "obs_key", "state_key", "action_key", "valid")
-OPTIONAL_COLUMNS = ("hidden", "semantic_key", "success")
-KEY_COLUMNS = ("group", "traj", "obs_key", "state_key", "action_key", "semantic_key")
+OPTIONAL_COLUMNS = ("hidden", "semantic_key", "success", "next_obs_key")
+KEY_COLUMNS = (
+    *("group", "traj", "obs_key", "state_key", "action_key", "semantic_key", "next_obs_key"),
+)
+#: The optional columns that hold keys (compared exactly, as objects).
+OPTIONAL_KEYS = ("semantic_key", "next_obs_key")
 
 
 def _fail(column: str, row: int | None, message: str) -> ValueError:
@@ -80,6 +84,7 @@ class StepBatch:
     hidden: np.ndarray | None = None
     semantic_key: np.ndarray | None = None
     success: np.ndarray | None = None
+    next_obs_key: np.ndarray | None = None
     # Derived once at validation, shared by every estimator run on this batch.
     group_codes: np.ndarray = field(init=False, repr=False)
     traj_codes: np.ndarray = field(init=False, repr=False)
@@ -102,7 +107,7 @@ class StepBatch:
         assert n is not None
         if n == 0:
             raise _fail("group", None, "the batch is empty")
-        for name in ("hidden", "semantic_key", "success"):
+        for name in OPTIONAL_COLUMNS:
             column = getattr(self, name)
             if column is not None and len(column) != n:
                 raise _fail(
@@ -111,8 +116,9 @@ class StepBatch:
 
         for name in ("group", "traj", "obs_key", "state_key", "action_key"):
             set_(self, name, _as_object(getattr(self, name), name))
-        if self.semantic_key is not None:
-            set_(self, "semantic_key", _as_object(self.semantic_key, "semantic_key"))
+        for name in OPTIONAL_KEYS:
+            if getattr(self, name) is not None:
+                set_(self, name, _as_object(getattr(self, name), name))
 
         reward = np.asarray(self.reward, dtype=np.float64)
         bad = np.flatnonzero(~np.isfinite(reward))
@@ -228,7 +234,7 @@ class StepBatch:
     def to_records(self) -> list[dict[str, Any]]:
         """The batch as one dict per row (inverse of :meth:`from_records`)."""
         names = [*REQUIRED_COLUMNS] + [
-            name for name in ("semantic_key", "success") if getattr(self, name) is not None
+            name for name in (*OPTIONAL_KEYS, "success") if getattr(self, name) is not None
         ]
         records = [
             {name: _python(getattr(self, name)[i]) for name in names} for i in range(len(self))
@@ -257,6 +263,7 @@ class StepBatch:
             hidden=pick(self.hidden),
             semantic_key=pick(self.semantic_key),
             success=pick(self.success),
+            next_obs_key=pick(self.next_obs_key),
         )
 
     # ------------------------------------------------------------------ derived structure
@@ -340,6 +347,9 @@ class StepColumns:
 
     def __init__(self) -> None:
         self._blocks: dict[str, list[np.ndarray]] = {name: [] for name in REQUIRED_COLUMNS}
+        # The columns the records carry: the required ones, and the optional keys of the first
+        # record (the driver writes ``next_obs_key``); every later record must carry them too.
+        self._names: tuple[str, ...] = REQUIRED_COLUMNS
         self._converted = 0  # rows held in the blocks
         self._pending: list[Mapping[str, Any]] = []  # the rows after them, as written
         self._whole: dict[str, np.ndarray] = {}  # columns set whole (set_column)
@@ -359,6 +369,13 @@ class StepColumns:
     def __len__(self) -> int:
         return self._converted + len(self._pending)
 
+    def _record_names(self) -> tuple[str, ...]:
+        """The columns the records carry: fixed by the first one written."""
+        if self._converted or not self._pending:
+            return self._names
+        first = self._pending[0]
+        return (*REQUIRED_COLUMNS, *(name for name in OPTIONAL_KEYS if name in first))
+
     def extend(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Append records, each holding every required column (a record that lacks one is
         named, by its row, when its block is converted)."""
@@ -371,8 +388,13 @@ class StepColumns:
         keeps them, keys as objects."""
         if not self._pending:
             return
-        for name in REQUIRED_COLUMNS:
-            column = _record_values(name, _column(self._pending, name, first_row=self._converted))
+        if not self._converted:
+            self._names = self._record_names()
+            self._blocks.update({name: [] for name in self._names if name not in self._blocks})
+        for name in self._names:
+            missing = "missing" if name in REQUIRED_COLUMNS else "missing (given on other rows)"
+            values = _column(self._pending, name, missing, first_row=self._converted)
+            column = _record_values(name, values)
             if isinstance(column, list):  # t, reward, valid: numbers, or their values as given
                 numbers = np.asarray(column)
                 # for the batch's checks, which name the row and value of what is not a number
@@ -409,9 +431,9 @@ class StepColumns:
             raise IndexError(f"StepColumns: row {index} of {len(self)}")
         if index >= self._converted:
             pending = self._pending[index - self._converted]
-            record = {name: pending[name] for name in REQUIRED_COLUMNS}
+            record = {name: pending[name] for name in self._record_names()}
         else:
-            record = {name: _python(self.column(name)[index]) for name in REQUIRED_COLUMNS}
+            record = {name: _python(self.column(name)[index]) for name in self._names}
         for name, values in self._whole.items():
             record[name] = _python(values[index])
         return record
@@ -420,7 +442,8 @@ class StepColumns:
         """Every row as a record (a list of new dicts)."""
         if not len(self):
             return []
-        names = [*REQUIRED_COLUMNS, *self._whole]
+        self._convert()
+        names = [*self._names, *self._whole]
         columns = [
             list(self._whole[name]) if name == "hidden" else self.column(name).tolist()
             for name in names
@@ -433,7 +456,8 @@ class StepColumns:
         if not len(self):
             raise _fail("group", None, "the batch is empty")
         _check_replaced(replaced)
-        columns = {name: self.column(name) for name in [*REQUIRED_COLUMNS, *self._whole]}
+        self._convert()
+        columns = {name: self.column(name) for name in [*self._names, *self._whole]}
         columns.update(replaced)
         return StepBatch(**columns)
 
@@ -465,7 +489,7 @@ def _record_values(name: str, values: list[Any]) -> Any:
     :func:`_id_array`, keys as objects; the other columns as given, for the batch to check."""
     if name in ("group", "traj"):
         return _id_array(values)
-    if name in ("obs_key", "state_key", "action_key", "semantic_key"):
+    if name in ("obs_key", "state_key", "action_key", *OPTIONAL_KEYS):
         return _object_array(values)
     return values
 

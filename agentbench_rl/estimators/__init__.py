@@ -20,7 +20,7 @@ from agentbench_rl.core.batch import StepBatch
 # the benchmarks' tables show them): episode-level baselines first, then the step-level ones.
 # isort: off
 from agentbench_rl.estimators import grpo, rloo, gigpo, bipace, ecpo  # noqa: F401
-from agentbench_rl.estimators import progpo, gated_bepo, hgpo  # noqa: F401
+from agentbench_rl.estimators import progpo, gated_bepo, hgpo, graphgpo  # noqa: F401
 
 # isort: on
 from agentbench_rl.estimators.registry import (

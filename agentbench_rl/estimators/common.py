@@ -50,7 +50,8 @@ def combine_codes(*columns: np.ndarray) -> tuple[np.ndarray, int]:
 
 @dataclass(frozen=True)
 class SetStats:
-    """Per-set count, mean, unbiased variance and std of one value column.
+    """Per-set count, mean, unbiased variance and std of one value column, and whether all of
+    a set's values are equal.
 
     ``var`` and ``std`` are 0 for a set with fewer than two members (the spec's convention).
     """
@@ -60,6 +61,7 @@ class SetStats:
     mean: np.ndarray
     var: np.ndarray
     std: np.ndarray
+    equal: np.ndarray
 
 
 def set_stats(values: np.ndarray, codes: np.ndarray, n_sets: int) -> SetStats:
@@ -77,14 +79,19 @@ def set_stats(values: np.ndarray, codes: np.ndarray, n_sets: int) -> SetStats:
     deviation = values - mean[codes]
     squares = np.bincount(codes, weights=deviation * deviation, minlength=n_sets)
     var = np.where(count >= 2, squares / np.maximum(count - 1, 1), 0.0)
-    return SetStats(count=count, total=total, mean=mean, var=var, std=np.sqrt(var))
+    low, high = np.full(n_sets, np.inf), np.full(n_sets, -np.inf)
+    np.minimum.at(low, codes, values)
+    np.maximum.at(high, codes, values)
+    return SetStats(count, total, mean, var, np.sqrt(var), equal=low == high)
 
 
 def normalise(x: np.ndarray, codes: np.ndarray, stats: SetStats, norm: Norm) -> np.ndarray:
     """``norm(x_i, S_i)`` for each row, ``S_i`` the set ``codes[i]`` described by ``stats``.
 
     ``"mean_std"``: ``(x − mean(S)) / (std(S) + 1e-6)``; ``"mean"``: ``x − mean(S)``; 0 when
-    ``|S| = 1``.
+    ``|S| = 1``, and exactly 0 when every value of ``S`` is equal (a float mean of equal values
+    can miss them by an ulp, which the 1e-6 would blow up to ~1e-11: HGPO counts an item only
+    when it is not 0, so that noise would decide its weights, and with the summation order).
 
     Example:
         >>> codes = np.array([0, 0, 1])
@@ -95,7 +102,7 @@ def normalise(x: np.ndarray, codes: np.ndarray, stats: SetStats, norm: Norm) -> 
     centred = x - stats.mean[codes]
     if norm == "mean_std":
         centred = centred / (stats.std[codes] + STD_EPS)
-    return np.where(stats.count[codes] == 1, 0.0, centred)
+    return np.where((stats.count[codes] == 1) | stats.equal[codes], 0.0, centred)
 
 
 def discounted_sum_to_go(batch: StepBatch, values: np.ndarray, discount: float) -> np.ndarray:

@@ -32,8 +32,15 @@ code does (``np.bincount`` and torch's mean agree on every batch of the parity t
 
 Differs from verl-agent on purpose: with ``base_group``, a task group of a single row gets the
 spec's episode advantage 0 (``lone_row="zero"``), where verl-agent gives it its score (mean 0,
-std 1 for a set of one): ``lone_row="score"`` restores that. Step order within a trajectory is
-``t`` here, the row order there (verl-agent's batches are in time order).
+std 1 for a set of one); and a task group whose rows' scores are all equal (one trajectory and
+no invalid action) gets exactly 0, where verl-agent's float mean of the equal scores can miss
+them by an ulp, so its ``a_0`` is ~1e-11 instead of 0 and, by the ``a ≠ 0`` rule, the level-0
+item joins the weights or not by rounding (on lone-trajectory groups of non-representable
+returns, about a quarter of the groups either way). ``lone_row="score"`` restores both: the
+level-0 item is then computed as verl-agent computes it, with torch's float64 mean and std
+over the group's rows in its batch order (step-major), so it carries the same ulps
+(:func:`verl_agent_episode_term`; needs torch). Step order within a trajectory is ``t`` here,
+the row order there (verl-agent's batches are in time order).
 """
 
 from __future__ import annotations
@@ -124,8 +131,17 @@ def context_levels(
     return levels
 
 
-def level_advantage(step_return: np.ndarray, level: ContextLevel, norm: Norm) -> np.ndarray:
-    """``a_k`` of the level's member rows (population std), in ``level.members`` order.
+def level_advantage(
+    step_return: np.ndarray,
+    level: ContextLevel,
+    norm: Norm,
+    code_order: np.ndarray | None = None,
+) -> np.ndarray:
+    """``a_k`` of the level's member rows (population std), in ``level.members`` order: exactly
+    0 in a group whose returns are all equal; or, given ``code_order`` (each row's rank in the
+    order verl-agent sums a group: by trajectory id, then step), with verl-agent's own rounding
+    (torch's float64 mean and std, group by group), which its ``a ≠ 0`` rule turns into
+    weights where a return sits at its group's mean (``lone_row="score"``).
 
     Example:
         >>> level = ContextLevel(np.array([0, 1]), np.array([0, 0]), 1, np.array([2]))
@@ -133,6 +149,8 @@ def level_advantage(step_return: np.ndarray, level: ContextLevel, norm: Norm) ->
         [-1.0, 1.0]
     """
     code, value = level.codes, step_return[level.members]
+    if code_order is not None:
+        return _torch_level_advantage(value, code, code_order[level.members], level.n_sets, norm)
     mean = np.bincount(code, weights=value, minlength=level.n_sets) / level.count
     centred = value - mean[code]
     if norm == "mean_std":
@@ -140,7 +158,52 @@ def level_advantage(step_return: np.ndarray, level: ContextLevel, norm: Norm) ->
             np.bincount(code, weights=centred * centred, minlength=level.n_sets) / level.count
         )
         centred = centred / (pstd[code] + STD_EPS)
-    return centred
+    low, high = np.full(level.n_sets, np.inf), np.full(level.n_sets, -np.inf)
+    np.minimum.at(low, code, value)
+    np.maximum.at(high, code, value)
+    return np.where((low == high)[code], 0.0, centred)
+
+
+def _torch_level_advantage(
+    value: np.ndarray, code: np.ndarray, rank: np.ndarray, n_sets: int, norm: Norm
+) -> Any:
+    """:func:`level_advantage` with verl-agent's arithmetic, each group summed in its order."""
+    import torch
+
+    advantage = np.empty(len(value))
+    for group in range(n_sets):
+        rows = np.flatnonzero(code == group)
+        rows = rows[np.argsort(rank[rows], kind="stable")]
+        r = torch.tensor(value[rows], dtype=torch.float64)
+        centred = r - r.mean()
+        if norm == "mean_std":
+            centred = centred / (r.std(unbiased=False) + STD_EPS)
+        advantage[rows] = centred.numpy()
+    return advantage
+
+
+def verl_agent_episode_term(batch: StepBatch, scores: np.ndarray, norm: Norm) -> np.ndarray:
+    """The episode advantage as verl-agent's ``trajectory_advantages`` computes it: per task
+    group, every row's score (its rows in step-major order, as verl-agent's batches hold them)
+    through torch's float64 mean and unbiased std; a group of one row gets mean 0 and std 1.
+    Its rounding is verl-agent's, ulp for ulp, which HGPO's ``a ≠ 0`` rule can turn into a
+    different weight (module docstring): what ``lone_row="score"`` is for."""
+    import torch
+
+    order = np.lexsort((batch.traj_codes, batch.t))
+    advantage = np.empty(len(batch))
+    for group in range(batch.n_groups):
+        rows = order[batch.group_codes[order] == group]
+        values = torch.tensor(scores[rows], dtype=torch.float64)
+        if len(rows) == 1:
+            mean, std = (torch.tensor(value, dtype=torch.float64) for value in (0.0, 1.0))
+        else:
+            mean, std = values.mean(), values.std()
+        centred = values - mean
+        if norm == "mean_std":
+            centred = centred / (std + STD_EPS)
+        advantage[rows] = centred.numpy()
+    return advantage
 
 
 def hgpo_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
@@ -184,20 +247,21 @@ def hgpo(
     weight_sum = np.zeros(n)  # Σ_{k ∈ I(i)} w_k
 
     if base_group:  # a_0(i) = A^E_i, weight (0 + 1)^α = 1
-        base = episode_advantage(batch, norm, "rows", invalid_penalty)
-        if lone_row == "score":
-            lone = np.bincount(batch.group_codes, minlength=batch.n_groups)[batch.group_codes] == 1
-            lone_score = episode_scores(batch, invalid_penalty)
-            if norm == "mean_std":
-                lone_score = lone_score / (1.0 + STD_EPS)
-            base = np.where(lone, lone_score, base)
+        if lone_row == "score":  # verl-agent's arithmetic, rounding included
+            base = verl_agent_episode_term(batch, episode_scores(batch, invalid_penalty), norm)
+        else:
+            base = episode_advantage(batch, norm, "rows", invalid_penalty)
         weighted_sum += base
         weight_sum += base != 0
 
     anchors = anchor_sets(batch, "obs")
+    code_order = None
+    if lone_row == "score":  # verl-agent's summation order: trajectory ids sorted, then steps
+        traj_rank = np.unique(batch.traj, return_inverse=True)[1].reshape(-1)
+        code_order = np.lexsort((batch.t, traj_rank)).argsort()
     grouped_rates = {}
     for k, level in enumerate(context_levels(batch, anchors, history_length), start=1):
-        advantage = level_advantage(step_return, level, norm)
+        advantage = level_advantage(step_return, level, norm, code_order)
         weight = float(k + 1) ** alpha  # w_k = (k + 1)^α
         weighted_sum[level.members] += weight * advantage
         weight_sum[level.members] += weight * (advantage != 0)  # k ∈ I(i) when a_k(i) ≠ 0

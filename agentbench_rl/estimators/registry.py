@@ -179,13 +179,18 @@ PARAM_RULES: dict[str, ParamRule] = {
     "mixing": one_of("additive", "replace").described(
         "add the step term to the episode term, or replace it"
     ),
+    "step_weight": number_in(0, math.inf).described("weight of the step-level term"),
+    "episode_weight": number_in(0, math.inf).described("weight of the episode-level term"),
+    "normalize_distance": boolean().described(
+        "graph return of the distance gained (d_next - d_now + 1), not of d_next"
+    ),
     "lone_row": one_of("zero", "score").described(
-        "base_group's advantage for a task group of one row: 0, or its score (verl-agent)"
+        "the episode advantage of a task group of one row: 0, or its score (verl-agent)"
     ),
 }
 
 #: Batch columns an estimator can declare in ``needs`` (required) or ``uses`` (read if present).
-NEED_COLUMNS: tuple[str, ...] = ("hidden", "semantic_key")
+NEED_COLUMNS: tuple[str, ...] = ("hidden", "semantic_key", "next_obs_key")
 
 
 @dataclass(frozen=True)

@@ -113,13 +113,14 @@ def step_fields(
     t: int, reward: float, before: dict[str, Any], after: dict[str, Any], valid: bool
 ) -> dict[str, Any]:
     """What one step contributes to its estimator row, whoever plays it (this driver, verl's
-    agent loop): its index, reward, keys and validity (``before``/``after``: the env's info
-    before and after the step).
+    agent loop): its index, reward, keys (the observation it acted on and the one it led to:
+    GraphGPO's graph edge) and validity (``before``/``after``: the env's info before and after
+    the step).
 
     Example:
         >>> step_fields(0, 0.0, {"obs_hash": "o", "state_hash": "s"},
-        ...             {"action_canonical": "up"}, True)["action_key"]
-        'up'
+        ...             {"action_canonical": "up", "obs_hash": "p"}, True)["next_obs_key"]
+        'p'
     """
     return {
         "t": t,
@@ -128,6 +129,7 @@ def step_fields(
         "state_key": before["state_hash"],
         "action_key": after["action_canonical"],
         "valid": valid,
+        "next_obs_key": after["obs_hash"],
     }
 
 
@@ -144,7 +146,7 @@ def step_record(
 
     Example:
         >>> step_record(0, 1, 0, 0.0, {"obs_hash": "o", "state_hash": "s"},
-        ...             {"action_canonical": "up"}, True)["traj"]
+        ...             {"action_canonical": "up", "obs_hash": "p"}, True)["traj"]
         1
     """
     return {"group": group, "traj": traj, **step_fields(t, reward, before, after, valid)}
