@@ -63,6 +63,14 @@ def peer_root() -> Path | None:
     return Path(root) if root else None
 
 
+def _placeholder(attribute: str) -> Any:
+    """What a stand-in module gives for a name its importer takes (never a dunder: ``inspect``
+    walks ``sys.modules`` asking for ``__file__``)."""
+    if attribute.startswith("__"):
+        raise AttributeError(attribute)
+    return object
+
+
 def load_module(root: Path, relative: str) -> types.ModuleType:
     """The module ``root / relative``, compiled with float64 in place of float32, its plotting
     and ``verl`` imports stood in for and its ``from gigpo.core_gigpo import`` served by
@@ -76,9 +84,11 @@ def load_module(root: Path, relative: str) -> types.ModuleType:
     source = path.read_text().replace("torch.float32", "torch.float64")
     source = source.replace("np.float32", "np.float64")
     stand_ins: dict[str, types.ModuleType] = {}
+    import torch  # noqa: F401  # first, so its own imports never meet the stand-ins
+
     for name in STAND_INS:  # any name asked of them is a placeholder (PEP 562)
         stand_ins[name] = types.ModuleType(name)
-        stand_ins[name].__getattr__ = lambda attribute: object  # type: ignore[method-assign]
+        stand_ins[name].__getattr__ = _placeholder  # type: ignore[method-assign]
     if relative != GIGPO_FILE and "gigpo.core_gigpo" in source:
         stand_ins["gigpo"] = types.ModuleType("gigpo")
         stand_ins["gigpo.core_gigpo"] = load_module(root, GIGPO_FILE)

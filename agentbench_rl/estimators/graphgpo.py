@@ -96,16 +96,16 @@ def next_nodes(batch: StepBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, in
     following = batch.next_row
     last = following < 0
     won = trajectory_returns(batch)[batch.traj_codes] > 0
+    # Observation keys and next keys share one code space (a next observation is a node too);
+    # the batch's cached codes of each column are joined, never the keys themselves again.
+    obs_codes, n_obs = batch.codes("obs_key")
     if batch.next_obs_key is not None:
-        after = batch.next_obs_key
+        after = _joined_codes(batch, obs_codes, n_obs)
     else:
-        after = batch.obs_key[np.where(last, 0, following)]
-    # Observation keys and next keys share one code space (a next observation is a node too).
-    keys, _ = pd.factorize(np.concatenate([batch.obs_key, after]), sort=False)
-    keys = keys.astype(np.int64, copy=False)
-    if batch.next_obs_key is None:  # a failed trajectory's end: a node of its own
-        ends = last & ~won
-        keys[n:][ends] = keys.max(initial=0) + 1 + batch.traj_codes[ends]
+        after = obs_codes[np.where(last, 0, following)]
+        ends = last & ~won  # a failed trajectory's end: a node of its own
+        after[ends] = n_obs + batch.traj_codes[ends]
+    keys = np.concatenate([obs_codes, after])
     groups = np.concatenate([batch.group_codes, batch.group_codes])
     codes, n_codes = combine_codes(groups, keys)
     node, target = codes[:n], codes[n:].copy()
@@ -114,6 +114,22 @@ def next_nodes(batch: StepBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray, in
     node_group[codes] = groups
     node_group[n_codes:] = np.arange(batch.n_groups)
     return node, target, node_group, n_codes + batch.n_groups
+
+
+def _joined_codes(batch: StepBatch, obs_codes: np.ndarray, n_obs: int) -> np.ndarray:
+    """``next_obs_key``'s codes in ``obs_key``'s code space: a key both columns hold gets its
+    observation code, a key only ``next_obs_key`` holds a new code from ``n_obs`` on."""
+    assert batch.next_obs_key is not None
+    next_codes, n_next = batch.codes("next_obs_key")
+    rows = np.arange(len(batch))
+    obs_row, next_row = np.empty(n_obs, dtype=np.int64), np.empty(n_next, dtype=np.int64)
+    obs_row[obs_codes] = rows  # any row holding each key
+    next_row[next_codes] = rows
+    mapping = pd.Index(batch.obs_key[obs_row]).get_indexer(batch.next_obs_key[next_row])
+    unseen = mapping < 0
+    mapping[unseen] = n_obs + np.arange(int(unseen.sum()))
+    joined: np.ndarray = mapping[next_codes].astype(np.int64, copy=False)
+    return joined
 
 
 def distances_to_success(batch: StepBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
