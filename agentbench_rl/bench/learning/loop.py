@@ -195,9 +195,11 @@ class Played:
     t: np.ndarray
     state: np.ndarray
     action: np.ndarray
+    landed: np.ndarray  # the state the step led to
     reward: np.ndarray
     logprob: np.ndarray
     variant: np.ndarray
+    next_variant: np.ndarray  # the variant the next observation is rendered with
     last_action: np.ndarray  # −1 at t = 0
     noise: np.ndarray  # (rows, dim)
     order: np.ndarray  # minibatch key
@@ -242,9 +244,11 @@ def play(mdp: FiniteMDP, policies: np.ndarray, draws: list[SeedDraws], group_siz
                 "t": np.full(trajs.size, t),
                 "state": here,
                 "action": action,
+                "landed": landed,
                 "reward": mdp.reward[here, action, outcome],
                 "logprob": np.log(probs[np.arange(trajs.size), action]),
                 "variant": variant[trajs, t],
+                "next_variant": variant[trajs, min(t + 1, mdp.horizon - 1)],
                 "last_action": last[trajs],
                 "noise": noise[trajs, t],
                 "order": order[trajs, t],
@@ -269,9 +273,12 @@ def step_batch(
         >>> batch.n_groups, batch.n_trajs, batch.hidden.shape[1]
         (2, 6, 32)
     """
-    obs_key = mdp.obs_key[played.state]
+    obs_key, next_obs_key = mdp.obs_key[played.state], mdp.obs_key[played.landed]
     if mdp.obs_variants > 1:  # a noisy rendering: the text differs with the flavour line
         obs_key = obs_key + np.char.add("/", played.variant.astype(str)).astype(object)
+        next_obs_key = next_obs_key + np.char.add("/", played.next_variant.astype(str)).astype(
+            object
+        )
     return StepBatch(
         group=played.traj // group_size,
         traj=played.traj,
@@ -282,6 +289,7 @@ def step_batch(
         action_key=np.array(mdp.actions, dtype=object)[played.action],
         valid=np.ones(len(played.t), dtype=bool),
         hidden=hidden.embed(mdp.features[played.state], played.last_action, played.noise),
+        next_obs_key=next_obs_key,
     )
 
 

@@ -72,6 +72,7 @@ def step_batch_from_rows(
     if keep.size == 0:
         raise ValueError("verl rows: every row of the batch is padding")
     columns: dict[str, list[Any]] = {name: [] for name in ("group", "traj", *RECORD_FIELDS)}
+    next_keys: list[Any] = []  # GraphGPO's next observation, where every record carries it
     for row in keep.tolist():
         record = records[row]
         if not isinstance(record, Mapping):
@@ -86,6 +87,7 @@ def step_batch_from_rows(
         columns["traj"].append(f"{uids[row]}/{int(sessions[row])}")
         for name in RECORD_FIELDS:
             columns[name].append(record[name])
+        next_keys.append(record.get("next_obs_key"))
     rewards = [
         training_reward(dict(zip(RECORD_FIELDS, values, strict=True)), reward, success_reward)
         for values in zip(*(columns[name] for name in RECORD_FIELDS), strict=True)
@@ -100,6 +102,9 @@ def step_batch_from_rows(
         action_key=np.array(columns["action_key"], dtype=object),
         valid=np.asarray(columns["valid"], dtype=bool),
         success=np.asarray(columns["success"], dtype=bool),
+        next_obs_key=(
+            np.array(next_keys, dtype=object) if all(k is not None for k in next_keys) else None
+        ),
     )
     return batch, keep
 
