@@ -529,10 +529,10 @@ def test_submit_files_a_copy_and_never_overwrites(base: Path, tmp_path: Path) ->
         submit(base, root)
     other = copy_of(base, tmp_path / "other")
     write_json(other / "metadata.json", {**METADATA, "contact": "someone else"})
-    second = submit(other, root)
-    assert second != filed and second.parent == filed.parent
+    with pytest.raises(SubmissionError, match="these episodes are on the board already as"):
+        submit(other, root)  # the same episodes under other metadata: filed once
     assert (filed / "metadata.json").read_bytes() == (base / "metadata.json").read_bytes()
-    assert stored_submissions(root) == sorted([filed, second])
+    assert stored_submissions(root) == [filed]
 
 
 def test_submit_refuses_an_invalid_submission_and_leaves_nothing(
@@ -568,7 +568,10 @@ def board_root(base: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = scratch / "boards"
     submit(base, root)
     curves = {"0": {"10": 0.5, "20": 0.96}, "1": {"10": 0.97, "30": 0.99}}
-    submit(trained_copy(base, scratch / "trained", curves), root)
+    # a trained entry with episodes of its own (the same episodes are filed once)
+    played = scratch / "played"
+    evaluate(EvalConfig(env="sokoban", split="val", agent="noisy:0.5:expert", seeds=SEEDS), played)
+    submit(trained_copy(played, scratch / "trained", curves), root)
     expert = scratch / "expert"
     evaluate(EvalConfig(env="sokoban", split="val", agent="expert", seeds=[3]), expert)
     write_json(
@@ -608,15 +611,17 @@ def test_markdown_board_ranks_entries_with_values_from_the_episodes(
     assert rows[0][11] == "1/1 seeds"
     episodes = episodes_of(base)
     success = 100 * success_mean_by_hand(episodes)
-    # The random entry and the trained one share the episodes: equal success, tie broken by name.
-    assert [row[1].split("](")[0] for row in rows[1:]] == ["[random (test)", "[tiny GiGPO (test)"]
-    assert rows[1][6].startswith(f"{success:.1f} \\[")
+    # The trained entry (a noisy expert's episodes) above the random one.
+    assert [row[1].split("](")[0] for row in rows[1:]] == ["[tiny GiGPO (test)", "[random (test)"]
+    assert rows[2][6].startswith(f"{success:.1f} \\[")
     hard = episodes[episodes["category"] == "hard"]
-    assert rows[1][9] == f"{100 * success_mean_by_hand(hard):.1f}"
-    assert rows[2][2:5] == ["gigpo", "1.2M", "40 it. / 1,280 rollouts"]
-    assert rows[2][7].endswith("(k=2)")
-    assert rows[2][11] == "0/2 seeds; first it. 20, 10 ✓"
-    assert rows[2][12] == "test"
+    assert rows[2][9] == f"{100 * success_mean_by_hand(hard):.1f}"
+    assert rows[1][2:5] == ["gigpo", "1.2M", "40 it. / 1,280 rollouts"]
+    assert rows[1][7].endswith("(k=2)")
+    assert rows[1][11] == "0/2 seeds; first it. 20, 10 ✓"
+    # what was recomputed here, apart from what the submission states
+    assert rows[1][12] == "figures from the episodes"
+    assert rows[1][13].startswith("test; results: agentbench-rl 0.1.0")  # and its commit
 
 
 def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Path) -> None:
@@ -637,7 +642,11 @@ def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Pa
         "GiGPO (w/o std)": ("67.4", "83.5"),
         "GRPO": ("56.8", "75.8"),
         "HGPO": ("—", "88.4"),  # the HGPO paper's WebShop 7B score; its success is not recorded
+        "SCPO": ("74.8 ± 2.0", "—"),
+        "HiPER **critic-based** **hierarchical**": ("83.3", "—"),  # tagged: not a group method
     }
+    ecpo = next(row for row in rows if row[1] == "ECPO")
+    assert "Note: the model sizes disagree with ECPO's abstract" in ecpo[2]
     # Reported rows never enter a validated table.
     validated = table_rows(markdown, "### sokoban / val")
     assert not any("reported" in cell for row in validated for cell in row)
@@ -677,6 +686,11 @@ def test_reported_data_file_holds_every_number_of_estimators_md() -> None:
         ("textcraft", "1.5B", "HiGPO"): (59.4, None, None),
         ("textcraft", "7B", "HiGPO"): (87.5, None, None),
         ("webshop", "7B", "HGPO"): (None, None, 88.4),
+        # issue #42: SCPO and HiPER from their abstracts
+        ("alfworld", "1.5B", "SCPO"): (93.7, 4.1, None),
+        ("webshop", "1.5B", "SCPO"): (74.8, 2.0, None),
+        ("alfworld", "7B", "HiPER"): (97.4, None, None),
+        ("webshop", "7B", "HiPER"): (83.3, None, None),
     }
     assert table == expected
     assert {row.paper for row in reported.rows if row.env == "textcraft"} == {"bipace"}

@@ -67,6 +67,10 @@ INTRO = (
     "commit its results name, the data fingerprint; a well-formed claim is shown, never "
     "vouched for. One set of episodes is one row: the same episodes filed again under another "
     "name are refused.",
+    "ProGPO and Gated-BEPO are this project's readings of abstracts, not a paper's code "
+    "(docs/estimators.md names their published relatives: HGPO and Progress Advantage, "
+    "arXiv:2606.26080, for ProGPO; G2PO, arXiv:2606.22995, GAGPO, arXiv:2605.13217, and "
+    "GraphGPO for Gated-BEPO); GiGPO, HGPO and GraphGPO equal their authors' code.",
     "Rows labelled reported quote numbers from papers, on the papers' own setups; they are not "
     "validated here and are not ranked with validated rows. † the paper is inferred from the "
     "method and `docs/estimators.md`, which does not name it; — the table is not recorded.",
@@ -404,11 +408,13 @@ def reported_table(rows: Sequence[ReportedRow], reported: ReportedNumbers) -> Ta
         success = NONE if row.success is None else f"{row.success:.1f}"
         if row.success_std is not None:
             success += f" ± {row.success_std:.1f}"
+        method: Cell = (Part(row.method_label), *(Part(tag, badge=True) for tag in row.tags))
+        setting = row.setting if row.note is None else f"{row.setting}. Note: {row.note}"
         cells.append(
             (
                 _plain(row.model),
-                _plain(row.method_label),
-                _plain(row.setting),
+                method,
+                _plain(setting),
                 _plain(success),
                 _plain(NONE if row.score is None else f"{row.score:.1f}"),
                 _paper_cell(row, reported),

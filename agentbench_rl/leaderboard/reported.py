@@ -7,7 +7,7 @@ a claim, never a rank among validated submissions.
 Example:
     >>> rows = load_reported().rows_for("alfworld")
     >>> [(row.method_label, row.success) for row in rows if row.model == "Qwen2.5-7B-Instruct"]
-    [('BiPACE_Q', 97.1), ('HiGPO', 95.4), ('ECPO', 91.9), ('GiGPO (w/ std)', 90.8), ('GRPO', 77.6)]
+    [('HiPER', 97.4), ('BiPACE_Q', 97.1), ('HiGPO', 95.4), ('ECPO', 91.9), ('GiGPO (w/ std)', 90.8), ('GRPO', 77.6)]
 """
 
 from __future__ import annotations
@@ -59,6 +59,14 @@ class ReportedRow(BaseModel):
     success: Percent | None = Field(description="Success; null where only the score is known.")
     success_std: Percent | None
     score: Percent | None
+    tags: tuple[str, ...] = Field(
+        default=(),
+        description="What sets the method apart from the critic-free group estimators, e.g. "
+        "'critic-based', 'hierarchical' (shown as badges).",
+    )
+    note: str | None = Field(
+        default=None, min_length=1, description="A caveat the board shows beside the row."
+    )
 
     @model_validator(mode="after")
     def _has_a_number(self) -> ReportedRow:
