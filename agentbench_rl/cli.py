@@ -66,12 +66,12 @@ leaderboard_app = typer.Typer(help="Leaderboards: validate, submit, render and v
 
 def _print_version(value: bool) -> None:
     if value:
-        import agentbench_rl
+        from agentbench_rl.core.version import __version__
         from agentbench_rl.harness.provenance import package_revision
 
         commit = package_revision()["git_commit"]
         suffix = f" (commit {commit[:12]})" if commit else ""
-        console_for().print(f"agentbench-rl {agentbench_rl.__version__}{suffix}", highlight=False)
+        console_for().print(f"agentbench-rl {__version__}{suffix}", highlight=False)
         raise typer.Exit()
 
 
@@ -187,39 +187,42 @@ def eval_command(
     """Evaluate an agent on every task of a standard split, once per seed."""
     from agentbench_rl.envs import evaluation_split
     from agentbench_rl.harness.agent_errors import AgentError
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate, parse_env_options
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
+    from agentbench_rl.spec.assignments import parse_assignments
 
     try:
         if split is None:
             split = evaluation_split(env)
-        env_kwargs = parse_env_options(env_option or [])
+        env_kwargs = parse_assignments(env_option or [], "--env-option")
         if allow_modified_games:
             env_kwargs["allow_modified_games"] = True
-        config = EvalConfig(
-            env=env,
-            split=split,
-            agent=agent,
-            seeds=list(seeds) if seeds else [0],
-            limit=limit,
-            max_steps=max_steps,
-            episodes_format=episodes_format,
-            env_kwargs=env_kwargs,
-            save_trajectories=save_trajectories,
+        config = EvalConfig.read(
+            {
+                "env": env,
+                "split": split,
+                "agent": agent,
+                "seeds": list(seeds) if seeds else [0],
+                "limit": limit,
+                "max_steps": max_steps,
+                "episodes_format": episodes_format,
+                "env_kwargs": env_kwargs,
+                "save_trajectories": save_trajectories,
+            }
         )
-        config.validate()
+        options = RunOptions.read(
+            {
+                "workers": workers,
+                "resume": resume,
+                "batch_size": batch_size,
+                "concurrency": concurrency,
+                "env_server": env_server,
+            }
+        )
         if out is None:
             agent_label = agent.replace(":", "_").replace("/", "_")
-            out = Path("results") / f"{config.env}-{split}-{agent_label}"
-        summary = evaluate(
-            config,
-            out,
-            workers=workers,
-            resume=resume,
-            console=console,
-            batch_size=batch_size,
-            concurrency=concurrency,
-            env_server=env_server,
-        )
+            out = Path("results") / f"{config.env.name}-{split}-{agent_label}"
+        summary = evaluate(config, out, options, console=console)
     except AgentError as problem:
         if debug:
             console.print(problem.trace, markup=False, highlight=False, end="")
@@ -275,7 +278,7 @@ def serve_env_command(
     from agentbench_rl.core.net import is_loopback
     from agentbench_rl.envs import evaluation_split
     from agentbench_rl.envs.spec import EnvSpec
-    from agentbench_rl.harness.evaluate import parse_env_options
+    from agentbench_rl.spec.assignments import parse_assignments
 
     require("openenv", "serve-env")
     from agentbench_rl.integrations.openenv.server import serve, server_token
@@ -283,7 +286,7 @@ def serve_env_command(
     spec = EnvSpec(
         name=env,
         split=split or evaluation_split(env),
-        kwargs=parse_env_options(env_option or []),
+        kwargs=parse_assignments(env_option or [], "--env-option"),
         max_steps=max_steps,
     )
     secret = server_token(token)
@@ -412,14 +415,16 @@ def verl_data_command(
     ] = None,
 ) -> None:
     """Write a split's task list as verl's parquet dataset (one row per task)."""
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.integrations.verl.data import write_split
 
     if out.is_dir():
         raise ValueError(f"{out} is a folder; give the parquet file to write")
-    rows = write_split(env, split, out, size)
+    spec = EnvSpec(name=env, split=split)
+    rows = write_split(spec, out, size)
     console.print(
         escape(
-            f"wrote {out}: {rows} rows, one per task of {env}/{split} (columns data_source, "
+            f"wrote {out}: {rows} rows, one per task of {spec.name}/{split} (columns data_source, "
             "prompt, agent_name, reward_model, extra_info.task_id); give it to verl as "
             f"data.train_files={out}, whose agent loop plays each task"
         ),
@@ -589,11 +594,11 @@ def bench_fidelity(
         return
     from agentbench_rl.bench.truth import TruthSettings
     from agentbench_rl.bench.truth import run as run_truth
-    from agentbench_rl.harness.evaluate import parse_env_options
+    from agentbench_rl.spec.assignments import parse_assignments
 
     settings = TruthSettings(
         env=env,
-        env_options=parse_env_options(env_option or []),
+        env_options=parse_assignments(env_option or [], "--env-option"),
         agent=agent,
         split=split,
         tasks=tasks,

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentbench_rl.prompting import HistoryStep, build_prompt
 from agentbench_rl.envs.textcraft.env import TextCraftEnv
+from agentbench_rl.prompting import HistoryStep, build_prompt
 from agentbench_rl.train import ppo
 from agentbench_rl.train.config import TrainConfig, load_config
 
@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--policy", action="store_true", help="also play the config's start")
     args = parser.parse_args()
     config = load_config(args.config, args.overrides)
-    config.validate()
+    config.check()
     numbers = {**expert_numbers(config), **uniform_success(config)}
     if args.policy:
         numbers.update(policy_numbers(config))

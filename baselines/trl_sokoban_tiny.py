@@ -71,13 +71,17 @@ def tiny_model(settings: dict[str, Any]) -> tuple[Any, Any]:
     """The tiny Qwen2 and its tokenizer, with TRL's Qwen2.5 chat template."""
     from trl.chat_template_utils import qwen2_5_chat_template
 
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.models.tiny import TinyModelConfig, build_tiny_model, build_tokenizer
     from agentbench_rl.prompting import PromptConfig
     from agentbench_rl.rollout.scripted import tokenizer_texts
 
     texts = list(
         tokenizer_texts(
-            settings["env"], {}, PromptConfig(), settings["tokenizer_episodes"], settings["seed"]
+            EnvSpec(name=settings["env"], split="train"),
+            PromptConfig(),
+            settings["tokenizer_episodes"],
+            settings["seed"],
         )
     )
     texts.append(qwen2_5_chat_template)
@@ -186,7 +190,8 @@ def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
 
 
 def evaluate_checkpoint(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
 
     config = EvalConfig(
         env=settings["env"],
@@ -195,7 +200,7 @@ def evaluate_checkpoint(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
         seeds=settings["eval"]["seeds"],
         limit=settings["eval"]["limit"],
     )
-    return evaluate(config, out / "eval", batch_size=settings["eval"]["limit"])
+    return evaluate(config, out / "eval", RunOptions(batch_size=settings["eval"]["limit"]))
 
 
 def main() -> None:

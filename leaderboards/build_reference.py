@@ -34,7 +34,8 @@ from rich.console import Console
 
 import agentbench_rl
 from agentbench_rl.envs import ENVS, env_class, make
-from agentbench_rl.harness.evaluate import SUMMARY, EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import SUMMARY, evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
 from agentbench_rl.leaderboard.store import (
@@ -100,7 +101,11 @@ def build(
         return None
     with tempfile.TemporaryDirectory() as scratch:
         run = Path(scratch) / f"{env}-{split}-{agent}"
-        evaluate(EvalConfig(env=env, split=split, agent=agent, seeds=SEEDS), run, workers=workers)
+        evaluate(
+            EvalConfig(env=env, split=split, agent=agent, seeds=SEEDS),
+            run,
+            RunOptions(workers=workers),
+        )
         metadata = {
             "name": agent,
             "estimator": None,

@@ -15,8 +15,10 @@ torch.set_num_threads(1)
 from agentbench_rl.agents import load_agent  # noqa: E402
 from agentbench_rl.agents.hf import HFAgent, parse_spec  # noqa: E402
 from agentbench_rl.cli import main  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
 from agentbench_rl.harness.agent_errors import AgentError  # noqa: E402
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig, RunOptions  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.policy import POLICY_FILE, Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 from agentbench_rl.prompting import HistoryStep, PromptConfig  # noqa: E402
@@ -31,7 +33,11 @@ SMALL = TinyModelConfig(
 def saved_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"), prompt, SMALL.tokenizer_episodes, 0
+        ),
+        SMALL,
+        0,
     )
     folder = tmp_path_factory.mktemp("policy")
     Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=5).save(folder)
@@ -152,7 +158,7 @@ def test_batched_hf_agent_writes_the_sequential_bytes(
         env="sokoban", split="val", agent=f"hf:{saved_policy}{options}", limit=5, max_steps=3
     )
     evaluate(config, tmp_path / "sequential")
-    evaluate(config, tmp_path / "batched", batch_size=3)
+    evaluate(config, tmp_path / "batched", RunOptions(batch_size=3))
     for name in ("episodes.csv", "summary.json"):
         assert (tmp_path / "batched" / name).read_bytes() == (
             tmp_path / "sequential" / name
@@ -170,7 +176,7 @@ def test_one_batched_call_per_step(saved_policy: Path, tmp_path: Path) -> None:
 
     agent.policy.act = count  # type: ignore[method-assign]
     config = EvalConfig(env="sokoban", split="val", agent=agent.name, limit=4, max_steps=3)
-    evaluate(config, tmp_path / "run", agent=agent, batch_size=4)
+    evaluate(config, tmp_path / "run", RunOptions(batch_size=4), agent=agent)
     assert calls[0] == 4 and len(calls) <= 3  # every live episode in one forward per step
 
 
@@ -198,7 +204,7 @@ def test_vllm_engine_batches_write_the_sequential_bytes(saved_policy: Path, tmp_
         max_steps=3,
     )
     evaluate(config, tmp_path / "sequential")
-    evaluate(config, tmp_path / "batched", batch_size=6)
+    evaluate(config, tmp_path / "batched", RunOptions(batch_size=6))
     assert (tmp_path / "batched" / "episodes.csv").read_bytes() == (
         tmp_path / "sequential" / "episodes.csv"
     ).read_bytes()

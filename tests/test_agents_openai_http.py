@@ -27,7 +27,9 @@ from agentbench_rl.agents.openai_http import (  # noqa: E402
     ServerError,
     parse_spec,
 )
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
@@ -118,7 +120,11 @@ def tiny_policy() -> Policy:
         hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
     )
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, prompt, small.tokenizer_episodes, 0), small, 0
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"), prompt, small.tokenizer_episodes, 0
+        ),
+        small,
+        0,
     )
     return Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=6)
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from agentbench_rl.harness.agent_errors import AgentError
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
@@ -68,10 +69,10 @@ def test_resume_refuses_a_changed_agent(tmp_path: Path, monkeypatch: pytest.Monk
     summary = evaluate(config, tmp_path / "run")
     assert summary["agent_fingerprint"].startswith("source:")
     # The same source resumes (nothing left to do, same fingerprint).
-    evaluate(config, tmp_path / "run", resume=True)
+    evaluate(config, tmp_path / "run", RunOptions(resume=True))
     module.write_text(FIRST_ACTION + "\n# edited\n")
     try:
-        evaluate(config, tmp_path / "run", resume=True)
+        evaluate(config, tmp_path / "run", RunOptions(resume=True))
     except ValueError as problem:
         assert "changed since" in str(problem) and "changing_agent" in str(problem)
     else:
@@ -122,7 +123,7 @@ def test_agent_exception_in_a_batch_names_the_row_that_raised(
         env="sokoban", split="val", agent="python:fragile_rows:Fragile", limit=3, seeds=[2]
     )
     with pytest.raises(AgentError) as raised:
-        evaluate(config, tmp_path / "run", batch_size=batch_size)
+        evaluate(config, tmp_path / "run", RunOptions(batch_size=batch_size))
     # Every row raises on its third step; row 0 (the first task) answers first.
     assert (raised.value.task_id, raised.value.seed) == (config.tasks()[0], 2)
     assert raised.value.kind == "KeyError" and "no move" in raised.value.detail
@@ -131,7 +132,9 @@ def test_agent_exception_in_a_batch_names_the_row_that_raised(
 def test_batched_agent_exception_names_a_live_task_of_the_batch(tmp_path: Path) -> None:
     config = EvalConfig(env="sokoban", split="val", agent="random", limit=3, seeds=[5])
     with pytest.raises(AgentError) as raised:
-        evaluate(config, tmp_path / "run", agent=_BatchRaisingOnThirdStep(), batch_size=3)  # type: ignore[arg-type]
+        evaluate(
+            config, tmp_path / "run", RunOptions(batch_size=3), agent=_BatchRaisingOnThirdStep()
+        )  # type: ignore[arg-type]
     assert raised.value.task_id in config.tasks() and raised.value.seed == 5
     assert (raised.value.kind, raised.value.detail) == ("ValueError", "batch went wrong")
     assert "batch went wrong" in raised.value.trace

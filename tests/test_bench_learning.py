@@ -16,7 +16,7 @@ from rich.console import Console
 from agentbench_rl.bench.learning import bench
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.loop import (
-    EstimatorSpec,
+    Learner,
     LearningConfig,
     SeedDraws,
     default_estimators,
@@ -88,7 +88,7 @@ def test_clip_gradient_matches_finite_differences() -> None:
 
 @pytest.mark.parametrize("label", default_estimators())
 def test_every_estimator_runs_on_the_testbed_rows(label: str) -> None:
-    result = run_job("history_credit", EstimatorSpec.parse(label), [0, 1], TINY)
+    result = run_job("history_credit", Learner.parse(label), [0, 1], TINY)
     assert result.curves.shape == (2, TINY.iterations + 1)
     assert np.all((result.curves >= 0) & (result.curves <= 1))
     assert result.curves[0, 0] == result.curves[1, 0]  # the same initial policy
@@ -106,7 +106,7 @@ def test_sparse_anchors_rarely_repeat_an_observation() -> None:
 
 
 def test_seeds_are_independent_and_draws_do_not_depend_on_the_estimator() -> None:
-    spec = EstimatorSpec.parse("gigpo")
+    spec = Learner.parse("gigpo")
     together = run_job("lucky_rare", spec, [0, 1], TINY)
     alone = run_job("lucky_rare", spec, [1], TINY)
     np.testing.assert_allclose(together.curves[1], alone.curves[0], rtol=0, atol=1e-12)
@@ -153,12 +153,12 @@ def test_run_writes_outputs_resumes_and_matches_with_workers(tmp_path: Path) -> 
 
 def test_estimator_params_are_checked_before_any_work() -> None:
     with pytest.raises(ValueError, match="no selected estimator takes parameter"):
-        bench.estimator_specs(["grpo"], ["epsilon=0.1"])
+        bench.learners(["grpo"], ["epsilon=0.1"])
     with pytest.raises(ValueError, match="out of range"):
-        bench.estimator_specs(["gigpo"], ["omega=-1"])
+        bench.learners(["gigpo"], ["omega=-1"])
     with pytest.raises(ValueError, match="unknown estimator"):
-        bench.estimator_specs(["nope"], [])
-    specs = bench.estimator_specs(["bipace", "gigpo:omega=2"], ["omega=0.5"])
+        bench.learners(["nope"], [])
+    specs = bench.learners(["bipace", "gigpo:omega=2"], ["omega=0.5"])
     assert [spec.params for spec in specs] == [{"omega": 0.5}, {"omega": 2}]
 
 
@@ -221,7 +221,7 @@ def test_the_oracle_trains_on_the_exact_advantage_and_is_offered_only_here() -> 
     with pytest.raises(ValueError, match="unknown estimator"):
         compute("oracle", step_batch(mdp, played, TINY.group_size, TINY.hidden))
     with pytest.raises(ValueError, match="oracle: unknown parameter"):
-        bench.estimator_specs(["oracle:omega=1"], [])
+        bench.learners(["oracle:omega=1"], [])
 
 
 def test_recent_cue_separates_the_cues_by_recent_observations_only() -> None:

@@ -16,7 +16,8 @@ import yaml
 from test_core_install import HIDE  # the import hook that simulates a missing module
 
 from agentbench_rl.envs import ENVS
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]

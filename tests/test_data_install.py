@@ -222,7 +222,8 @@ def test_results_record_whether_the_games_are_the_pinned_ones(
     alfworld_data: Path, tmp_path: Path
 ) -> None:
     from agentbench_rl.envs.alfworld.data import load_manifest
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.harness.config import EvalConfig
+    from agentbench_rl.harness.evaluate import evaluate
     from agentbench_rl.harness.sampling import stratified_sample
 
     config = EvalConfig(env="alfworld", split="valid_seen", agent="expert", limit=1,

@@ -1,4 +1,5 @@
-"""Every shell and Python snippet of README.md, the pages of docs/ and the env cards runs,
+"""Every shell and Python snippet of every page of the documentation site (README.md as its
+home, the pages of docs/, the env cards, the boards, the baselines, CONTRIBUTING.md) runs,
 verbatim.
 
 Each doc is played like a newcomer would, top to bottom in one fresh working directory:
@@ -15,6 +16,7 @@ temporary folder) and ``--port 0`` for ``leaderboard serve`` (port 8000 may be t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -27,25 +29,30 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DOCS = (
-    "README.md",
-    "docs/environments.md",
-    "docs/evaluation.md",
-    "docs/estimators-in-use.md",
-    "docs/training.md",
-    "docs/leaderboards.md",
-    "docs/benchmarks.md",
-    "envs/alfworld/README.md",
-    "envs/sokoban/README.md",
-    "envs/textcraft/README.md",
-    "envs/webshop/README.md",
-)
+
+
+def _site_pages() -> tuple[str, ...]:
+    """Every page of the documentation site, by its path in the repository (docs/hooks.py
+    says which files outside docs/ the site serves)."""
+    spec = importlib.util.spec_from_file_location("site_hooks", REPO_ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return tuple(sorted(hooks.site_pages()))
+
+
+DOCS = _site_pages()
 
 #: (pattern on the command without its comment, class). First match wins.
 COMMANDS: tuple[tuple[str, str], ...] = (
     # Installing the package: what CI's .ci/run does; the extras named must exist (checked).
     (r"^pip install", "setup"),
-    (r"^python -m pytest$", "setup"),
+    (r"^python -m pytest", "setup"),
+    # Lint, types and CI's own scripts: what CI runs (CONTRIBUTING's commands).
+    (r"^ruff |^mypy |^bash \.ci/|^mkdocs ", "setup"),
+    # The recorded baselines and the campaign train for hours; their results are committed and
+    # tests/test_train_sweep.py and tests/test_leaderboard_trained.py cover the commands.
+    (r"baselines/sokoban-tiny-cpu(-campaign)?\.yaml|setsid nohup", "campaign"),
     # ALFWorld's own downloader and our default download fetch from GitHub: the download path is
     # tested against a local server in tests/test_data_install.py (--url on 127.0.0.1).
     (r"^alfworld-download$", "network"),
@@ -109,7 +116,7 @@ def doc_steps(path: Path) -> list[Step]:
             else:
                 steps.append(Step("python", body))
         elif language == "bash":
-            for line in body.splitlines():
+            for line in re.sub(r"\\\n\s*", " ", body).splitlines():  # continued lines join
                 command = re.sub(r"(^|\s+)#.*$", "", line).strip()  # a comment line: none
                 for part in (p.strip() for p in command.split(" && ")):
                     if part:

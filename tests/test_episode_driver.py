@@ -15,7 +15,9 @@ from agentbench_rl.agents.base import Capabilities
 from agentbench_rl.agents.simple import CallableAgent, RandomAgent
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.envs import make
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate, run_episode
+from agentbench_rl.envs.spec import EnvSpec
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate, run_episode
 from agentbench_rl.prompting import HistoryStep, observation_text
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -59,7 +61,9 @@ def test_history_is_observation_text_and_canonical_action() -> None:
 
 def test_tokenizer_corpus_reads_the_text_the_policy_reads() -> None:
     # #18 point 7: the corpus of visual Sokoban held str() of the image array.
-    texts = list(corpus_texts("visual_sokoban", {}, _prompt(), episodes=2, seed=0, split="test"))
+    texts = list(
+        corpus_texts(EnvSpec(name="visual_sokoban", split="test"), _prompt(), episodes=2, seed=0)
+    )
     assert texts and not any("array(" in text or "[[" in text or "dtype" in text for text in texts)
 
 
@@ -167,7 +171,7 @@ def test_in_memory_agent_plays_instead_of_loading(tmp_path: Path) -> None:
     evaluate(config, tmp_path / "a", agent=agent)  # type: ignore[arg-type]
     assert len(calls) == 2
     with pytest.raises(ValueError, match="workers=1"):
-        evaluate(config, tmp_path / "b", workers=2, agent=agent)  # type: ignore[arg-type]
+        evaluate(config, tmp_path / "b", RunOptions(workers=2), agent=agent)  # type: ignore[arg-type]
 
 
 def test_a_summary_with_the_non_string_count_still_validates(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ def small_batch(hidden: Any = None) -> StepBatch:
 
 def test_names_in_order() -> None:
     expected = ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "hgpo")
-    assert NAMES == (*expected, "graphgpo")
+    assert (*expected, "graphgpo") == NAMES
     assert available() == list(NAMES)
 
 

@@ -19,7 +19,8 @@ import pytest
 
 from agentbench_rl.agents.openai_http import ChatClient
 from agentbench_rl.bench.eval import serve_chat
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
@@ -74,14 +75,14 @@ def test_batches_write_the_sequential_bytes(agent: str, odd_agent: str, tmp_path
     if agent == "odd":
         assert sequential["non_string_actions"] > 0  # the test has the case it is about
     for batch_size in (2, 5, 14, 30):  # uneven, one batch of all, larger than the jobs
-        evaluate(config, tmp_path / f"batch-{batch_size}", batch_size=batch_size)
+        evaluate(config, tmp_path / f"batch-{batch_size}", RunOptions(batch_size=batch_size))
         assert _files(tmp_path / f"batch-{batch_size}") == _files(tmp_path / "sequential")
 
 
 def test_batches_in_worker_processes_write_the_sequential_bytes(tmp_path: Path) -> None:
     config = EvalConfig(env="sokoban", split="test", agent="random", seeds=[0, 1], limit=6)
     evaluate(config, tmp_path / "sequential")
-    evaluate(config, tmp_path / "workers", workers=2, batch_size=4)
+    evaluate(config, tmp_path / "workers", RunOptions(workers=2, batch_size=4))
     assert _files(tmp_path / "workers") == _files(tmp_path / "sequential")
 
 
@@ -97,10 +98,12 @@ def test_openai_concurrency_writes_the_sequential_bytes(tmp_path: Path) -> None:
         evaluate(config, tmp_path / "sequential")
         sequential_requests, server.requests = server.requests, 0
         assert server.peak == 1
-        evaluate(config, tmp_path / "concurrent", concurrency=4)  # batch size 4 by default
+        evaluate(
+            config, tmp_path / "concurrent", RunOptions(concurrency=4)
+        )  # batch size 4 by default
         assert server.requests == sequential_requests  # the same requests, nothing repeated
         assert server.peak > 1  # and they did overlap
-        evaluate(config, tmp_path / "mixed", batch_size=5, concurrency=2)
+        evaluate(config, tmp_path / "mixed", RunOptions(batch_size=5, concurrency=2))
     assert _files(tmp_path / "concurrent") == _files(tmp_path / "sequential")
     assert _files(tmp_path / "mixed") == _files(tmp_path / "sequential")
 
@@ -218,8 +221,8 @@ def test_killed_batched_eval_resumes_to_the_sequential_bytes(
     ("args", "message"),
     [
         (["--agent", "random", "--concurrency", "4"], "--concurrency applies to openai: agents"),
-        (["--agent", "random", "--batch-size", "0"], "--batch-size must be >= 1"),
-        (["--agent", "random", "--concurrency", "0"], "--concurrency must be >= 1"),
+        (["--agent", "random", "--batch-size", "0"], "batch_size must be a whole number >= 1"),
+        (["--agent", "random", "--concurrency", "0"], "concurrency must be a whole number >= 1"),
     ],
 )
 def test_bad_batch_arguments_exit_with_one_line(

@@ -21,7 +21,9 @@ pytest.importorskip("transformers")
 
 from agentbench_rl.bench.gpu import TEST_DEVICE_VARIABLE  # noqa: E402
 from agentbench_rl.envs import make  # noqa: E402
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig, RunOptions  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig, build_tiny  # noqa: E402
 from agentbench_rl.models.vision import build_tiny_vl  # noqa: E402
@@ -47,7 +49,9 @@ def device() -> str:
 
 def _tiny_policy(mode: str = "generate") -> Policy:
     prompt = PromptConfig(history_observations=False, mode=mode)  # type: ignore[arg-type]
-    texts = tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0)
+    texts = tokenizer_texts(
+        EnvSpec(name="sokoban", split="train"), prompt, SMALL.tokenizer_episodes, 0
+    )
     model, tokenizer = build_tiny(texts, SMALL, 0)
     return Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=6)
 
@@ -95,7 +99,7 @@ def test_batched_evaluation_on_the_device_writes_the_sequential_bytes(
     spec = f"hf:{folder}?device={device}"
     config = EvalConfig(env="sokoban", split="val", agent=spec, limit=4, max_steps=3)
     evaluate(config, tmp_path / "sequential")
-    evaluate(config, tmp_path / "batched", batch_size=4)
+    evaluate(config, tmp_path / "batched", RunOptions(batch_size=4))
     assert (tmp_path / "batched" / "episodes.csv").read_bytes() == (
         tmp_path / "sequential" / "episodes.csv"
     ).read_bytes()
@@ -127,7 +131,7 @@ def test_hidden_states_on_the_device_match_the_cpu(device: str) -> None:
 def test_vision_language_policy_on_the_device(device: str) -> None:
     """tiny-vl on the device in bf16: a frame in the prompt, an answer in both modes."""
     sizes = TinyVLConfig(tokenizer_episodes=2)
-    texts = tokenizer_texts("visual_sokoban", {}, PromptConfig(), 2, 0, split="val")
+    texts = tokenizer_texts(EnvSpec(name="visual_sokoban", split="val"), PromptConfig(), 2, 0)
     model, tokenizer, image_processor = build_tiny_vl(texts, sizes, 0)
     model = model.to(device=device, dtype=torch.bfloat16)
     env = make("visual_sokoban", split="val")

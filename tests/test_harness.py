@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from agentbench_rl.agents import load_agent
 from agentbench_rl.cli import expand_list_options
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.harness.stats import (
     bootstrap_interval,
     summarize,
@@ -155,7 +156,7 @@ def test_random_agent_eval_is_deterministic_and_worker_independent(tmp_path: Pat
     config = dict(env="sokoban", split="val", agent="random", seeds=[0, 7], limit=30)
     evaluate(EvalConfig(**config), tmp_path / "a")
     evaluate(EvalConfig(**config), tmp_path / "b")
-    evaluate(EvalConfig(**config), tmp_path / "c", workers=2)
+    evaluate(EvalConfig(**config), tmp_path / "c", RunOptions(workers=2))
     first = (tmp_path / "a" / "episodes.csv").read_bytes()
     assert first == (tmp_path / "b" / "episodes.csv").read_bytes()
     assert first == (tmp_path / "c" / "episodes.csv").read_bytes()
@@ -173,10 +174,10 @@ def test_existing_results_need_resume_and_matching_config(tmp_path: Path) -> Non
         evaluate(config, tmp_path / "run")
     other = EvalConfig(env="sokoban", split="test", agent="random", limit=2)
     with pytest.raises(ValueError, match="different agent"):
-        evaluate(other, tmp_path / "run", resume=True)
+        evaluate(other, tmp_path / "run", RunOptions(resume=True))
     # Resuming a finished run redoes nothing and rewrites the same bytes.
     before = (tmp_path / "run" / "episodes.csv").read_bytes()
-    evaluate(config, tmp_path / "run", resume=True)
+    evaluate(config, tmp_path / "run", RunOptions(resume=True))
     assert (tmp_path / "run" / "episodes.csv").read_bytes() == before
 
 
@@ -238,10 +239,10 @@ def test_killed_eval_resumes_to_the_same_files(tmp_path: Path) -> None:
         (["--env", "sokoban", "--split", "dev"], "has no split 'dev'"),
         (["--env", "sokoban", "--split", "train"], "unbounded"),
         (["--env", "sokoban", "--agent", "oracle"], "unknown agent 'oracle'"),
-        (["--env", "sokoban", "--seeds", "-3"], "seed -3 is out of range"),
-        (["--env", "sokoban", "--seeds", "1", "1"], "seeds repeat"),
+        (["--env", "sokoban", "--seeds", "-3"], "seeds.0 must be a whole number >= 0, got -3"),
+        (["--env", "sokoban", "--seeds", "1", "1"], "a seed repeats"),
         (["--env", "sokoban", "--agent", "python:no_such_module:f"], "cannot import module"),
-        (["--env", "sokoban", "--limit", "0"], "--limit must be >= 1"),
+        (["--env", "sokoban", "--limit", "0"], "limit must be a whole number >= 1"),
         (["--env", "sokoban", "--frobnicate"], "No such option"),
     ],
 )

@@ -6,7 +6,8 @@ from collections import Counter
 from pathlib import Path
 
 from agentbench_rl.envs import make, task_categories_of
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.harness.sampling import stratified_sample
 
 
@@ -83,7 +84,9 @@ def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
     env = make("textcraft", split="test")
     categories = task_categories_of(env, "test", env.task_ids("test"))
     shallow = {t: c for t, c in categories.items() if c in ("depth-1", "depth-2")}
-    config = EvalConfig("textcraft", "test", "expert", categories=["depth-1", "depth-2"])
+    config = EvalConfig(
+        env="textcraft", split="test", agent="expert", categories=["depth-1", "depth-2"]
+    )
     assert config.tasks() == list(shallow)  # every depth-1/2 goal, in split order
     assert 0 < len(shallow) < len(categories)
     config.limit = 10
@@ -95,4 +98,4 @@ def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
     assert summary["complete_split"] is False
     assert summary["config"]["categories"] == ["depth-1", "depth-2"]
     with pytest.raises(ValueError, match="no task of split 'test' is in"):
-        EvalConfig("textcraft", "test", "expert", categories=["depth-9"]).tasks()
+        EvalConfig(env="textcraft", split="test", agent="expert", categories=["depth-9"]).tasks()

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from agentbench_rl.cli import main
 from agentbench_rl.core.lock import FolderLock
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.harness.report import print_summary
 from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
@@ -301,7 +302,7 @@ def test_workers_past_the_maximum_are_refused_before_any_process(
         "--out",
         str(tmp_path / "o"),
     )
-    assert "--workers must be in 1 .. 64, got 100000" in line
+    assert "workers must be a whole number <= 64, got 100000" in line
     assert not (tmp_path / "o").exists()
 
 
@@ -322,7 +323,7 @@ def test_workers_are_never_more_than_the_batches(
 
     monkeypatch.setattr(harness.multiprocessing, "get_context", lambda method: Context())
     config = EvalConfig(env="sokoban", split="val", agent="random", limit=2)
-    summary = evaluate(config, tmp_path / "run", workers=8)
+    summary = evaluate(config, tmp_path / "run", RunOptions(workers=8))
     assert started == [2] and summary["n_episodes"] == 2
 
 

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 
 from agentbench_rl.core.lock import LOCK, FolderInUseError, FolderLock
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.spec.journal import read_journal
 from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
@@ -39,12 +40,12 @@ def interrupted_copy(tmp_path: Path, lines: list[str], text_after: str = "") -> 
     folder.mkdir()
     (folder / "config.json").write_text(
         json.dumps(
-            {
-                "env": CONFIG.env,
-                "split": CONFIG.split,
-                "agent": CONFIG.agent,
-                "seeds": CONFIG.seeds,
-                "limit": CONFIG.limit,
+            {  # CONFIG as a folder written before save_trajectories and categories existed
+                "env": "sokoban",
+                "split": "val",
+                "agent": "random",
+                "seeds": [0, 1],
+                "limit": 6,
                 "max_steps": None,
                 "episodes_format": "csv",
                 "env_kwargs": {},
@@ -73,7 +74,7 @@ def test_a_duplicated_journal_line_counts_once_with_a_warning(
     folder = interrupted_copy(tmp_path, [*lines[:5], lines[2], *lines[5:8]])
     from rich.console import Console
 
-    summary = evaluate(CONFIG, folder, resume=True, console=Console(stderr=True))
+    summary = evaluate(CONFIG, folder, RunOptions(resume=True), console=Console(stderr=True))
     assert summary["n_episodes"] == 12  # 6 tasks x 2 seeds, not 13
     assert (folder / "episodes.csv").read_bytes() == (reference / "episodes.csv").read_bytes()
     err = capsys.readouterr().err
@@ -93,7 +94,7 @@ def test_the_first_complete_row_is_kept() -> None:
 def test_a_torn_last_line_is_cut_before_the_run_appends(reference: Path, tmp_path: Path) -> None:
     lines = journal_of(reference)
     folder = interrupted_copy(tmp_path, lines[:4], text_after=lines[4][:20])
-    evaluate(CONFIG, folder, resume=True)
+    evaluate(CONFIG, folder, RunOptions(resume=True))
     assert (folder / "episodes.csv").read_bytes() == (reference / "episodes.csv").read_bytes()
 
 
@@ -160,7 +161,7 @@ def test_bad_journal_lines_are_named_by_file_and_line(
     lines = journal_of(reference)
     folder = interrupted_copy(tmp_path, [lines[0], bad_line, lines[1]])
     with pytest.raises(ValueError) as caught:
-        evaluate(CONFIG, folder, resume=True)
+        evaluate(CONFIG, folder, RunOptions(resume=True))
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"{folder / JOURNAL} line 2 ")
@@ -172,7 +173,7 @@ def test_a_journal_that_is_a_folder_is_named(tmp_path: Path) -> None:
     (folder / JOURNAL).unlink()
     (folder / JOURNAL).mkdir()
     with pytest.raises(ValueError, match="is not a file"):
-        evaluate(CONFIG, folder, resume=True)
+        evaluate(CONFIG, folder, RunOptions(resume=True))
 
 
 @pytest.mark.parametrize(
@@ -187,7 +188,7 @@ def test_a_garbled_config_is_named(tmp_path: Path, text: str, problem: str) -> N
     folder = interrupted_copy(tmp_path, [])
     (folder / "config.json").write_text(text)
     with pytest.raises(ValueError) as caught:
-        evaluate(CONFIG, folder, resume=True)
+        evaluate(CONFIG, folder, RunOptions(resume=True))
     assert "\n" not in str(caught.value) and problem in str(caught.value)
     assert str(folder / "config.json") in str(caught.value)
 

@@ -25,7 +25,8 @@ import pytest
 
 from agentbench_rl.core.atomic import atomic_write_text, current_umask
 from agentbench_rl.core.net import free_port
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.serve import make_server
 from agentbench_rl.leaderboard.store import submit
@@ -300,7 +301,7 @@ def test_an_action_no_encoding_carries_plays_as_locally(openenv: None, tmp_path:
         agent = f"python:{__name__}:SurrogateAgent"
         config = EvalConfig(env="sokoban", split="test", agent=agent, limit=3, max_steps=6)
         evaluate(config, tmp_path / "local")
-        evaluate(config, tmp_path / "served", env_server=url)
+        evaluate(config, tmp_path / "served", RunOptions(env_server=url))
     episodes = (tmp_path / "served" / "episodes.csv").read_bytes()
     assert episodes == (tmp_path / "local" / "episodes.csv").read_bytes()
 

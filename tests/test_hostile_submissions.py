@@ -22,7 +22,8 @@ from submission_helpers import (
 )
 
 from agentbench_rl.envs import env_class
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.schema import SubmissionMetadata
 from agentbench_rl.leaderboard.store import submit

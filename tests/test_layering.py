@@ -1,16 +1,14 @@
-"""The package's layers, read from the code: the subpackages of ``agentbench_rl`` and its top-level
-modules import one another along an acyclic graph (directly or through others), and no two
-modules import each other. Every import counts, function-local and type-checking ones too: a
-cycle they close is a layering fault even where Python would not trip over it.
-
-CONTRIBUTING.md states the order this graph allows; ``test_contributing_states_the_layers`` holds
-the two together.
+"""The package's layers: CONTRIBUTING.md's table says which layers each layer may import (the
+subpackages of ``agentbench_rl``, its top-level modules, and the package's ``__init__`` as the
+``agentbench_rl`` layer on top); these tests read that table and every import of the code, and
+fail on an import the table does not allow, on a table that allows a cycle, and on two modules
+that import each other. Every import counts, function-local, type-checking and relative ones
+too: a cycle they close is a layering fault even where Python would not trip over it.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,28 +26,35 @@ def module_name(path: Path) -> str:
 
 
 def unit(module: str) -> str:
-    """The layer a module belongs to: its subpackage, or itself for a top-level module."""
+    """The layer a module belongs to: its subpackage, or itself for a top-level module (the
+    package's ``__init__`` is the ``agentbench_rl`` layer)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "agentbench_rl"
 
 
+def imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
+    """The absolute names one import statement of ``module`` reads (a relative import resolved
+    against the module's package; ``from X import name`` counts as X and as X.name)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = module.split(".") if is_package else module.split(".")[:-1]
+        anchor = package[: len(package) - (node.level - 1)]
+        base = ".".join([*anchor, *([base] if base else [])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
 def imports() -> dict[str, set[str]]:
-    """module -> the agentbench_rl modules it imports (``from X import name`` counts as X, or
-    X.name where that is a module)."""
-    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    """module -> the agentbench_rl modules it imports."""
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     found: dict[str, set[str]] = defaultdict(set)
-    for module, path in modules.items():
+    for module, path in paths.items():
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = [node.module]
-                targets += [f"{node.module}.{a.name}" for a in node.names]
-            else:
-                continue
-            for target in targets:
-                if target in modules and target != module:
-                    found[module].add(target)
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for target in imported(node, module, path.name == "__init__.py"):
+                    if target in paths and target != module:
+                        found[module].add(target)
     return found
 
 
@@ -57,9 +62,24 @@ def unit_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = defaultdict(set)
     for module, targets in imports().items():
         for target in targets:
-            if unit(target) != unit(module) and unit(target) != "agentbench_rl":
+            if unit(target) != unit(module):
                 graph[unit(module)].add(unit(target))
     return graph
+
+
+def allowed_imports() -> dict[str, set[str]]:
+    """CONTRIBUTING.md's layer table: layer -> the layers it may import."""
+    text = (REPO_ROOT / "CONTRIBUTING.md").read_text("utf-8")
+    table = text.split("| layer | what sits there | may import |", 1)
+    assert len(table) == 2, "CONTRIBUTING.md has no layer table (| layer | ... | may import |)"
+    allowed: dict[str, set[str]] = {}
+    for line in table[1].splitlines()[2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip("|").split(" | ")]
+        layer, may = cells[0].strip("`"), cells[-1].strip(" |")
+        allowed[layer] = {name.strip() for name in may.split(",") if name.strip()}
+    return allowed
 
 
 def cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -103,18 +123,32 @@ def test_a_cycle_is_found_where_there_is_one() -> None:
     assert cycle({"a": {"b"}, "b": {"c"}}) is None
 
 
-def test_contributing_states_the_layers() -> None:
-    """CONTRIBUTING's layer list, bottom first, allows every import the code has."""
-    text = (REPO_ROOT / "CONTRIBUTING.md").read_text("utf-8")
-    match = re.search(r"Layers, bottom first: (.+?)\.\n", text, re.S)
-    assert match, "CONTRIBUTING.md has no 'Layers, bottom first: ...' line"
-    order = [name.strip(" `\n") for name in re.split(r",|\n", match.group(1)) if name.strip(" `\n")]
-    rank = {name: index for index, name in enumerate(order)}
+def test_every_import_is_one_the_layer_table_allows() -> None:
+    allowed = allowed_imports()
     graph = unit_graph()
-    assert sorted(set(graph) | {t for ts in graph.values() for t in ts}) == sorted(rank)
-    for source, targets in graph.items():
-        for target in targets:
-            assert rank[target] < rank[source], f"{source} imports {target}, listed above it"
+    layers = set(graph) | {target for targets in graph.values() for target in targets}
+    assert layers <= set(allowed), f"layers missing from the table: {sorted(layers - set(allowed))}"
+    named = {name for names in allowed.values() for name in names}
+    assert named <= set(allowed), f"the table names unknown layers: {sorted(named - set(allowed))}"
+    refused = sorted(
+        f"{module} imports {target}"
+        for module, targets in imports().items()
+        for target in targets
+        if unit(target) != unit(module) and unit(target) not in allowed[unit(module)]
+    )
+    assert refused == [], "imports the layer table does not allow:\n" + "\n".join(refused)
+
+
+def test_the_layer_table_allows_no_cycle() -> None:
+    found = cycle(allowed_imports())
+    assert found is None, f"the layer table allows a cycle: {' -> '.join(found or [])}"
+
+
+def test_the_check_reads_relative_imports() -> None:
+    node = ast.parse("from ..core import batch").body[0]
+    assert isinstance(node, ast.ImportFrom)
+    names = imported(node, "agentbench_rl.estimators.gigpo", is_package=False)
+    assert names == ["agentbench_rl.core", "agentbench_rl.core.batch"]
 
 
 @pytest.mark.parametrize("module", ["agentbench_rl.prompting", "agentbench_rl.core.lock"])

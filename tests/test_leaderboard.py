@@ -33,7 +33,8 @@ from submission_helpers import (
 from agentbench_rl.cli import main
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import ENVS, env_class
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.leaderboard.board import collect_boards
 from agentbench_rl.leaderboard.render import render, reported_table
 from agentbench_rl.leaderboard.reported import Paper, ReportedRow, load_reported

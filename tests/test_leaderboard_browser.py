@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.store import submit
 

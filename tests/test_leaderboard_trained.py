@@ -17,7 +17,8 @@ import pytest
 from submission_helpers import copy_of, episodes_of, read_json, rejection, write_json
 from test_train_cli import TINY
 
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.leaderboard.render import render
 from agentbench_rl.leaderboard.store import stored_submissions, submit
 from agentbench_rl.leaderboard.validate import validate_submission

@@ -29,7 +29,8 @@ from agentbench_rl.core.net import free_port  # noqa: E402
 from agentbench_rl.envs import env_class  # noqa: E402
 from agentbench_rl.envs.base import EpisodeEndedError  # noqa: E402
 from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig, RunOptions  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.integrations.openenv.server import running_server  # noqa: E402
 
 
@@ -150,8 +151,8 @@ def test_eval_on_a_served_env_writes_the_local_files(
     spec, url = served
     options = {key: str(v) if isinstance(v, Path) else v for key, v in spec.kwargs.items()}
     config = EvalConfig(env=spec.name, split=spec.split, agent=agent, limit=4, env_kwargs=options)
-    evaluate(config, tmp_path / "local", batch_size=2)
-    evaluate(config, tmp_path / "served", batch_size=2, env_server=url)
+    evaluate(config, tmp_path / "local", RunOptions(batch_size=2))
+    evaluate(config, tmp_path / "served", RunOptions(batch_size=2, env_server=url))
     assert _eval_files(tmp_path / "served") == _eval_files(tmp_path / "local")
 
 
@@ -160,7 +161,7 @@ def test_eval_workers_on_a_served_env_write_the_local_files(tmp_path: Path) -> N
     config = EvalConfig(env="sokoban", split="test", agent="random", limit=12)
     evaluate(config, tmp_path / "local")
     with running_server(spec) as url:
-        evaluate(config, tmp_path / "served", workers=2, batch_size=2, env_server=url)
+        evaluate(config, tmp_path / "served", RunOptions(workers=2, batch_size=2, env_server=url))
     assert _eval_files(tmp_path / "served") == _eval_files(tmp_path / "local")
 
 
@@ -168,7 +169,7 @@ def test_eval_without_a_server_writes_nothing(tmp_path: Path) -> None:
     port = free_port()  # a port nobody listens on
     config = EvalConfig(env="sokoban", split="test", agent="random", limit=2)
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
-        evaluate(config, tmp_path / "run", env_server=f"http://127.0.0.1:{port}")
+        evaluate(config, tmp_path / "run", RunOptions(env_server=f"http://127.0.0.1:{port}"))
     assert not (tmp_path / "run").exists()  # the retry is not blocked by a half-made folder
 
 

@@ -13,7 +13,8 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.plugins import installed
 from agentbench_rl.estimators import registry
 from agentbench_rl.estimators import resolve as resolve_estimator
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 
 ENTRY_POINTS = """\
 [agentbench_rl.envs]

@@ -37,7 +37,7 @@ COMMITTED = sorted((REPO / "baselines").rglob("*.yaml"))
         ("kl_coef=true", "kl_coef: True is not a number"),
         ("reward=won", "reward 'won' (choose from 'success' or 'env')"),
         ("engine=sglang", "engine 'sglang' (choose from 'hf' or 'vllm')"),
-        ("learning_rate=.nan", "learning_rate must be a finite number"),
+        ("learning_rate=NaN", "override 'learning_rate=NaN': NaN is not a finite number"),
         ("val_seeds=[]", "val_seeds: give at least 1, got []"),
         ("bc.epocs=2", "unknown config key 'bc.epocs' (did you mean 'bc.epochs'?)"),
         ("tiny.heads=3", "tiny: hidden_size 128 must split into heads 3 heads of an even size"),

@@ -14,6 +14,7 @@ pytest.importorskip("transformers")
 torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machine
 
 from agentbench_rl.envs import make  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
     choice_logprobs,
@@ -38,7 +39,13 @@ SMALL = TinyModelConfig(
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, Any]:
     prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
-    return build_tiny(tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0)
+    return build_tiny(
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"), prompt, SMALL.tokenizer_episodes, 0
+        ),
+        SMALL,
+        0,
+    )
 
 
 def make_policy(tiny: tuple[Any, Any], mode: str = "choose", **kwargs: Any) -> Policy:
@@ -162,10 +169,12 @@ def test_hidden_layer_out_of_range_is_refused(tiny: tuple[Any, Any]) -> None:
 
 def test_behaviour_cloning_raises_the_experts_likelihood() -> None:
     prompt = PromptConfig(mode="choose", instruction="")
-    texts = tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 3)
+    texts = tokenizer_texts(
+        EnvSpec(name="sokoban", split="train"), prompt, SMALL.tokenizer_episodes, 3
+    )
     model, tokenizer = build_tiny(texts, SMALL, 3)
     policy = Policy(model, tokenizer, PromptConfig(mode="choose", instruction=""), hidden_layer=1)
-    rows = expert_rows("sokoban", {}, policy.prompt, episodes=2, seed=0)
+    rows = expert_rows(EnvSpec(name="sokoban", split="train"), policy.prompt, episodes=2, seed=0)
     assert rows and all(row.action in MOVES for row in rows)
     assert target_ids(policy, "up") == tokenizer("up</action>")["input_ids"]
 

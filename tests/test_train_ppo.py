@@ -336,17 +336,21 @@ def test_resume_accepts_another_bc_cache_folder(tmp_path: Path) -> None:
 
 
 def test_train_categories_restrict_the_task_draws() -> None:
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.envs.textcraft.tasks import load_manifest
-    from agentbench_rl.rollout.scripted import train_task_ids
+
+    def draw(name: str, categories: tuple[str, ...] = ()) -> list[str]:
+        spec = EnvSpec(name=name, split="train", categories=categories)
+        return spec.draw_tasks(200, 5, what="train_categories")
 
     depth = {row["task_id"]: row["depth"] for row in load_manifest()["splits"]["train"]}
-    drawn = train_task_ids("textcraft", "train", 200, 5, ["depth-1", "depth-2"])
+    drawn = draw("textcraft", ("depth-1", "depth-2"))
     assert {depth[task] for task in drawn} == {1, 2}  # 200 draws from 263 goals reach both
-    assert {depth[task] for task in train_task_ids("textcraft", "train", 200, 5)} >= {3}
-    with pytest.raises(ValueError, match="no fixed task list"):
-        train_task_ids("sokoban", "train", 2, 0, ["x"])
-    with pytest.raises(ValueError, match="no task of split"):
-        train_task_ids("textcraft", "train", 2, 0, ["depth-9"])
+    assert {depth[task] for task in draw("textcraft")} >= {3}
+    with pytest.raises(ValueError, match="train_categories: sokoban's split 'train' has no fixed"):
+        draw("sokoban", ("x",))
+    with pytest.raises(ValueError, match="train_categories: no task of split"):
+        draw("textcraft", ("depth-9",))
 
 
 def test_categories_are_checked_before_any_work() -> None:

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 torch.set_num_threads(1)
 
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig, build_tiny  # noqa: E402
 from agentbench_rl.models.vision import build_tiny_vl  # noqa: E402
@@ -35,7 +36,11 @@ SMALL = TinyModelConfig(
 def policy() -> Policy:
     prompt = PromptConfig(mode="generate", history_observations=False, instruction="")
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, prompt, SMALL.tokenizer_episodes, 0), SMALL, 0
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"), prompt, SMALL.tokenizer_episodes, 0
+        ),
+        SMALL,
+        0,
     )
     return Policy(model, tokenizer, prompt, hidden_layer=1, temperature=0.8, max_new_tokens=7)
 
@@ -186,7 +191,11 @@ def test_vision_language_rows_ban_the_vision_tokens() -> None:
         hidden_size=32, layers=1, vision_depth=1, vision_hidden_size=16, tokenizer_episodes=2
     )
     model, tokenizer, processor = build_tiny_vl(
-        tokenizer_texts("visual_sokoban", {}, prompt, tiny.tokenizer_episodes, 0), tiny, 0
+        tokenizer_texts(
+            EnvSpec(name="visual_sokoban", split="train"), prompt, tiny.tokenizer_episodes, 0
+        ),
+        tiny,
+        0,
     )
     policy = Policy(model, tokenizer, prompt, max_new_tokens=7, image_processor=processor)
     engines: list[FakeLLM] = []

@@ -16,7 +16,8 @@ import pytest
 
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs import make
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig, RunOptions
+from agentbench_rl.harness.evaluate import evaluate
 from agentbench_rl.harness.trajectories import episode_path, read_episodes
 from agentbench_rl.harness.view import render_view
 
@@ -27,12 +28,12 @@ def test_recorded_steps_replay_to_the_same_observations_and_rewards(tmp_path: Pa
     config = EvalConfig(env="sokoban", split="val", agent="random", limit=4, seeds=[0, 1])
     recorded = EvalConfig(**{**config.__dict__, "save_trajectories": True})
     evaluate(config, tmp_path / "plain")
-    evaluate(recorded, tmp_path / "recorded", workers=2)
+    evaluate(recorded, tmp_path / "recorded", RunOptions(workers=2))
     # Recording changes nothing the harness computes.
     plain_csv = (tmp_path / "plain" / "episodes.csv").read_text()
     assert (tmp_path / "recorded" / "episodes.csv").read_text() == plain_csv
     # Played in lockstep batches, every env of a batch records its own episode, byte for byte.
-    evaluate(recorded, tmp_path / "batched", batch_size=3)
+    evaluate(recorded, tmp_path / "batched", RunOptions(batch_size=3))
     assert (tmp_path / "batched" / "episodes.csv").read_text() == plain_csv
     trajectories = sorted((tmp_path / "recorded" / "trajectories").rglob("*.json"))
     assert len(trajectories) == 8

@@ -31,9 +31,10 @@ from test_agents_openai_http import TinyChatServer, serve  # noqa: E402
 
 from agentbench_rl.agents.openai_http import ChatClient  # noqa: E402
 from agentbench_rl.core.batch import StepBatch  # noqa: E402
-from agentbench_rl.estimators import REGISTRY, compute  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.estimators import REGISTRY  # noqa: E402
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY  # noqa: E402
-from agentbench_rl.integrations.verl.config import VerlSettings, read_settings  # noqa: E402
+from agentbench_rl.integrations.verl.config import read_agent_loop_config  # noqa: E402
 from agentbench_rl.integrations.verl.launcher import prepare_run  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
@@ -112,9 +113,11 @@ def test_config_composes_and_passes_verl_validation(run: tuple[Path, Any]) -> No
     assert verl_config.actor_rollout_ref.actor.kl_loss_type == "low_var_kl"
     assert verl_config.trainer.v1.trainer_mode == "sync"
     assert verl_config.algorithm.adv_estimator == "agentbench"
-    settings = read_settings(verl_config.actor_rollout_ref.rollout.agent.agent_loop_config_path)
-    assert settings.estimator == "gigpo" and settings.env_kwargs == {"max_steps": 3}
-    assert settings.estimator_params == {"gamma": 0.95, "invalid_penalty": 0.1}
+    carried = read_agent_loop_config(
+        verl_config.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    )
+    assert carried.estimator == "gigpo" and carried.train_env().make_kwargs() == {"max_steps": 3}
+    assert carried.estimator_spec().params == {"gamma": 0.95, "invalid_penalty": 0.1}
     train = pd.read_parquet(folder / "verl-data" / "train.parquet")
     assert len(train) == 2 * 3 and train.loc[0, "extra_info"]["task_id"] == "train-0"
     assert (folder / "verl_config.yaml").is_file() and (folder / "config.yaml").is_file()
@@ -122,9 +125,9 @@ def test_config_composes_and_passes_verl_validation(run: tuple[Path, Any]) -> No
         prepare_run(TrainConfig(env="sokoban"), folder)
 
 
-def test_the_trainer_is_verls_sync_trainer_reading_our_settings(run: tuple[Path, Any]) -> None:
+def test_the_trainer_is_verls_sync_trainer_reading_our_config(run: tuple[Path, Any]) -> None:
     """verl compares the mode string literally: any name but "sync" would give the async
-    replay buffer; the settings come from the run's agent_loop.yaml."""
+    replay buffer; the training config comes from the run's agent_loop.yaml."""
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
@@ -133,7 +136,7 @@ def test_the_trainer_is_verls_sync_trainer_reading_our_settings(run: tuple[Path,
     trainer = AgentBenchTrainer(run[1])
     assert isinstance(trainer, PPOTrainerSync) and trainer.trainer_mode == "sync"
     assert type(trainer.replay_buffer) is ReplayBuffer
-    assert trainer.settings.estimator == "gigpo" and trainer.settings.env == "sokoban"
+    assert trainer.train_config.estimator == "gigpo" and trainer.train_config.env == "sokoban"
 
 
 def test_bad_verl_override_is_one_clear_error(tmp_path: Path) -> None:
@@ -188,7 +191,7 @@ def test_train_categories_and_advantage_norm_reach_the_run(tmp_path: Path) -> No
     known = env_class("textcraft").task_categories("train")
     assert {known[info["task_id"]] for info in train["extra_info"]} == {"depth-1"}
     path = verl_config.actor_rollout_ref.rollout.agent.agent_loop_config_path
-    assert read_settings(path).advantage_norm == "batch_std"
+    assert read_agent_loop_config(path).advantage_norm == "batch_std"
     with pytest.raises(ValueError, match="val_greedy"):
         prepare_run(TrainConfig(env="sokoban", val_greedy=True), tmp_path / "greedy")
     with pytest.raises(ValueError, match="train_categories: sokoban's split 'train'"):
@@ -233,7 +236,11 @@ def tiny() -> Policy:
         hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
     )
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, prompt, small.tokenizer_episodes, 0), small, 0
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"), prompt, small.tokenizer_episodes, 0
+        ),
+        small,
+        0,
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     return Policy(model, tokenizer, prompt, hidden_layer=1, max_new_tokens=6)
@@ -245,7 +252,7 @@ def server(tiny: Policy) -> Iterator[TinyChatServer]:
 
 
 def play_group(
-    verl_config: Any, tiny: Policy, manager: ChatServerManager, settings: VerlSettings,
+    verl_config: Any, tiny: Policy, manager: ChatServerManager, config: TrainConfig,
     task_id: str, split: str, size: int, folder: Path,
 ) -> list[list[Any]]:  # fmt: skip
     """Run ``size`` sessions of our agent loop on one task, concurrently, built the way verl's
@@ -260,7 +267,7 @@ def play_group(
 
     from agentbench_rl.integrations.verl.config import AGENT_NAME, write_agent_loop_file
 
-    for entry in OmegaConf.load(write_agent_loop_file(settings, folder)):  # verl's own reading
+    for entry in OmegaConf.load(write_agent_loop_file(config, folder)):  # verl's own reading
         _agent_loop_registry[entry.name] = entry
 
     def loop() -> Any:
@@ -297,12 +304,14 @@ def test_agent_loop_plays_a_group_against_an_openai_style_server(
     from agentbench_rl.envs import env_class
 
     task_id = task or env_class(env).task_ids(split)[0]
-    env_kwargs: dict[str, Any] = {"max_steps": 3}
+    env_kwargs: dict[str, Any] = {}
     if env == "alfworld":  # the native engine: the verl env needs no TextWorld
         env_kwargs["data_dir"] = str(request.getfixturevalue("alfworld_data"))
-    settings = VerlSettings(env=env, env_kwargs=env_kwargs, history=1, reward="success")
+    config = TrainConfig(
+        env=env, env_kwargs=env_kwargs, max_steps=3, val_split=split, history=1, reward="success"
+    )
     manager = ChatServerManager(server.base_url, tiny.tokenizer)
-    group = play_group(run[1], tiny, manager, settings, task_id, split, 3, tmp_path)
+    group = play_group(run[1], tiny, manager, config, task_id, split, 3, tmp_path)
 
     assert len(group) == 3
     first = [outputs[0].extra_fields[RECORD_KEY] for outputs in group]
@@ -311,7 +320,7 @@ def test_agent_loop_plays_a_group_against_an_openai_style_server(
     from agentbench_rl.envs import make
 
     start, info = make(env, split=split, **env_kwargs).reset(options={"task_id": task_id})
-    expected = build_prompt(env, start, [], info["admissible_actions"], settings.prompt_config())
+    expected = build_prompt(env, start, [], info["admissible_actions"], config.prompt_config())
     assert manager.prompts.count(expected + "\n") >= 3  # every member's first prompt, verbatim
     # the tokens verl trains on are the tokens the harness's hf: agent reads
     assert all(outputs[0].prompt_ids == tiny.encode_prompt(expected) for outputs in group)
@@ -340,7 +349,8 @@ def group_rows(env: str, split: str, task_id: str, size: int, seed: int) -> list
     rollout = rollout_group(group, RandomAgent(), task_id, seed=seed)
     steps = {traj: outcome["steps"] for traj, outcome in rollout.outcomes.items()}
     return [
-        {**{key: record[key] for key in ("t", "reward", "obs_key", "state_key", "action_key")},
+        {**{key: record[key] for key in ("t", "reward", "obs_key", "state_key", "action_key",
+                                            "next_obs_key")},
          "valid": bool(record["valid"]), "success": record["success"],
          "steps": steps[record["traj"]], "member": int(record["traj"].rsplit("_", 1)[1])}
         for record in rollout.records
@@ -420,9 +430,9 @@ def test_advantages_through_verl_storage_equal_compute(
     scores = tq.kv_batch_get(keys=sorted(truth), partition_id="train", select_fields=["rm_scores"])
     assert all(row[-1].item() == 1.0 for row in scores["rm_scores"].unbind())
 
-    settings = VerlSettings(env="sokoban", env_kwargs={"max_steps": 3})
+    config = TrainConfig(env="sokoban", max_steps=3)
     manager = ChatServerManager(server.base_url, tiny.tokenizer)
-    played = play_group(run[1], tiny, manager, settings, "val-0004", "val", 3, tmp_path)
+    played = play_group(run[1], tiny, manager, config, "val-0004", "val", 3, tmp_path)
 
     async def put_played() -> None:
         for member, outputs in enumerate(played):
@@ -452,13 +462,12 @@ def test_advantages_through_verl_storage_equal_compute(
     order = {key: i for i, key in enumerate(truth)}
     trainer = object.__new__(AgentBenchTrainer)
     for name in SUPPORTED:
-        params = {"invalid_penalty": 0.1} if "invalid_penalty" in REGISTRY[name].defaults else {}
-        trainer.settings = VerlSettings(env="sokoban", estimator=name, estimator_params=params)
+        trainer.train_config = TrainConfig(env="sokoban", estimator=name)
         metrics: dict[str, float] = {}
         trainer._compute_advantage(batch, metrics)
         data = tq.kv_batch_get(keys=batch.keys, partition_id="train",
                                select_fields=["advantages", "response_mask"])  # fmt: skip
-        expected = compute(name, reference, **params).advantages
+        expected = trainer.train_config.estimator_spec().compute(reference).advantages
         for key, tag, values, mask in zip(batch.keys, batch.tags, data["advantages"].unbind(),
                                           data["response_mask"].unbind(), strict=True):  # fmt: skip
             assert values.shape == mask.shape

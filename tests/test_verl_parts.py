@@ -10,7 +10,6 @@ import os
 import random
 import subprocess
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,14 @@ import numpy as np
 import pytest
 
 from agentbench_rl.agents.simple import RandomAgent
-from agentbench_rl.estimators import REGISTRY, StepBatch, compute
+from agentbench_rl.estimators import REGISTRY, EstimatorSpec, StepBatch, compute
 from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.integrations.verl.advantages import row_advantages, step_batch_from_rows
-from agentbench_rl.integrations.verl.config import VerlSettings, settings_from_config
+from agentbench_rl.integrations.verl.config import (
+    check_verl_config,
+    read_agent_loop_config,
+    write_agent_loop_file,
+)
 from agentbench_rl.integrations.verl.launcher import checkpoint_steps, hf_checkpoint
 from agentbench_rl.rollout.group import GroupEnv, rollout_group
 from agentbench_rl.train.config import TrainConfig
@@ -64,8 +67,7 @@ def test_shuffled_and_padded_rows_get_the_advantages_of_compute(name: str) -> No
         [r["session"] for r in mixed],
         [r["record"] for r in mixed],
         [r["padding"] for r in mixed],
-        name,
-        params,
+        EstimatorSpec(name, params),
         reward="env",
     )
     np.testing.assert_allclose(advantages, [r["expected"] for r in mixed], rtol=1e-9, atol=1e-12)
@@ -83,39 +85,53 @@ def test_advantage_norm_is_applied_over_the_real_rows_as_the_home_trainer_does()
         [r["record"] for r in mixed],
         [r["padding"] for r in mixed],
     )
-    raw, _ = row_advantages(*columns, "gigpo", {}, reward="env")
-    scaled, _ = row_advantages(*columns, "gigpo", {}, reward="env", advantage_norm="batch_std")
+    gigpo = EstimatorSpec("gigpo")
+    raw, _ = row_advantages(*columns, gigpo, reward="env")
+    scaled, _ = row_advantages(*columns, gigpo, reward="env", advantage_norm="batch_std")
     real = raw[:-1]
     assert real.std() > 0 and scaled[-1] == 0.0
     np.testing.assert_allclose(scaled[:-1], normalize_advantages(real, "batch_std"))
     np.testing.assert_allclose(scaled[:-1], real / real.std())
 
 
-def test_verl_settings_carry_advantage_norm_and_refuse_validation_settings() -> None:
-    base = TrainConfig(env="sokoban", estimator="grpo")
-    assert settings_from_config(base).advantage_norm == "none"
-    normed = settings_from_config(base.model_copy(update={"advantage_norm": "batch_std"}))
-    assert VerlSettings.from_mapping(asdict(normed)).advantage_norm == "batch_std"
+def test_the_whole_config_crosses_to_verls_workers_and_validation_settings_are_refused(
+    tmp_path: Path,
+) -> None:
+    # Before, 13 of TrainConfig's fields were declared again (VerlSettings) to cross untyped.
+    config = TrainConfig(
+        env="textcraft",
+        val_split="test",
+        estimator="gigpo",
+        estimator_params={"omega": 0.5},
+        advantage_norm="batch_std",
+        train_categories=["depth-1"],
+        max_steps=7,
+    )
+    path = write_agent_loop_file(check_verl_config(config), tmp_path)
+    read = read_agent_loop_config(path)
+    assert read == config and read.identity() == config.identity()
+    assert read.train_env().make().max_steps == 7
     for change, name in (
         ({"val_greedy": True}, "val_greedy"),
         ({"val_seeds": [0, 1]}, "val_seeds"),
     ):
         with pytest.raises(ValueError, match=rf"does not validate while training.*{name}"):
-            settings_from_config(base.model_copy(update=change))
+            check_verl_config(config.model_copy(update=change))
 
 
 def test_verl_data_keeps_the_train_categories() -> None:
     from agentbench_rl.envs import env_class
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.integrations.verl.data import split_tasks
 
     known = env_class("textcraft").task_categories("train")
-    tasks = split_tasks("textcraft", "train", categories=["depth-2"])
+    tasks = split_tasks(EnvSpec(name="textcraft", split="train", categories=("depth-2",)))
     assert tasks and {known[task] for task in tasks} == {"depth-2"}
     assert tasks == [
         task for task in env_class("textcraft").task_ids("train") if known[task] == "depth-2"
     ]
     with pytest.raises(ValueError, match="train_categories: sokoban's split 'train' has no fixed"):
-        split_tasks("sokoban", "train", size=4, categories=["easy"])
+        split_tasks(EnvSpec(name="sokoban", split="train", categories=("easy",)), size=4)
 
 
 def test_success_reward_on_the_last_step_of_won_trajectories() -> None:

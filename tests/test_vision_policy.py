@@ -21,7 +21,9 @@ torch.set_num_threads(1)
 
 from agentbench_rl.envs import make  # noqa: E402
 from agentbench_rl.envs.sokoban.render import render_image  # noqa: E402
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
     choice_logprobs,
@@ -59,7 +61,11 @@ CHOOSE = PromptConfig(mode="choose", history_observations=False, instruction="")
 @pytest.fixture(scope="module")
 def tiny_vl() -> tuple[Any, Any, Any]:
     return build_tiny_vl(
-        tokenizer_texts("visual_sokoban", {}, CHOOSE, SMALL.tokenizer_episodes, 0), SMALL, 0
+        tokenizer_texts(
+            EnvSpec(name="visual_sokoban", split="train"), CHOOSE, SMALL.tokenizer_episodes, 0
+        ),
+        SMALL,
+        0,
     )
 
 

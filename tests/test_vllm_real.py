@@ -36,7 +36,9 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 from agentbench_rl.core.net import free_port  # noqa: E402
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate  # noqa: E402
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig, RunOptions  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.policy import Policy  # noqa: E402
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny  # noqa: E402
 from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor  # noqa: E402
@@ -56,7 +58,9 @@ PROMPT = PromptConfig(mode="generate", history_observations=False, instruction="
 @pytest.fixture(scope="module")
 def policy() -> Policy:
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, PROMPT, TINY.tokenizer_episodes, 0), TINY, 0
+        tokenizer_texts(EnvSpec(name="sokoban", split="train"), PROMPT, TINY.tokenizer_episodes, 0),
+        TINY,
+        0,
     )
     return Policy(model, tokenizer, PROMPT, temperature=1.0, max_new_tokens=12)
 
@@ -236,8 +240,10 @@ def test_evaluation_on_vllm_takes_the_transformers_actions(saved: Path, tmp_path
         ("hf", f"hf:{saved}?greedy=true"),
         ("vllm", f"hf:{saved}?greedy=true&engine=vllm&memory={MEMORY}"),
     ):
-        config = EvalConfig("sokoban", "test", spec, limit=12, save_trajectories=True)
-        evaluate(config, tmp_path / engine, batch_size=4)
+        config = EvalConfig(
+            env="sokoban", split="test", agent=spec, limit=12, save_trajectories=True
+        )
+        evaluate(config, tmp_path / engine, RunOptions(batch_size=4))
         actions[engine] = steps_of(tmp_path / engine)
     assert len(actions["hf"]) == 12 and actions["vllm"] == actions["hf"]
 
@@ -290,8 +296,8 @@ def test_openai_agent_against_vllm_serve_is_the_same_at_any_concurrency(
     files = {}
     for concurrency in (1, 4):
         out = tmp_path / f"c{concurrency}"
-        config = EvalConfig("sokoban", "test", served, limit=8, seeds=[0])
-        summary = evaluate(config, out, concurrency=concurrency)
+        config = EvalConfig(env="sokoban", split="test", agent=served, limit=8, seeds=[0])
+        summary = evaluate(config, out, RunOptions(concurrency=concurrency))
         assert summary["n_episodes"] == 8
         files[concurrency] = (out / "episodes.csv").read_bytes()
     assert files[1] == files[4]
@@ -314,7 +320,11 @@ def test_tiny_vl_on_vllm_takes_the_transformers_actions() -> None:
 
     tiny = TinyVLConfig(hidden_size=128, intermediate_size=256, tokenizer_episodes=4)
     model, tokenizer, processor = build_tiny_vl(
-        tokenizer_texts("visual_sokoban", {}, PROMPT, tiny.tokenizer_episodes, 0), tiny, 0
+        tokenizer_texts(
+            EnvSpec(name="visual_sokoban", split="train"), PROMPT, tiny.tokenizer_episodes, 0
+        ),
+        tiny,
+        0,
     )
     policy = Policy(model, tokenizer, PROMPT, max_new_tokens=8, image_processor=processor)
     env = make("visual_sokoban", split="test")
@@ -340,7 +350,9 @@ def test_a_half_billion_parameter_qwen2_trains_on_vllm(tmp_path: Path) -> None:
     from agentbench_rl.models.tiny import build_tokenizer
 
     folder = tmp_path / "qwen2.5-0.5b-random"
-    tokenizer = build_tokenizer(tokenizer_texts("sokoban", {}, PROMPT, 20, 0), 512)
+    tokenizer = build_tokenizer(
+        tokenizer_texts(EnvSpec(name="sokoban", split="train"), PROMPT, 20, 0), 512
+    )
     config = Qwen2Config(
         hidden_size=896,
         intermediate_size=4864,

@@ -22,7 +22,8 @@ from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_acti
 from agentbench_rl.envs.webshop.goals import parse_task_id
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
 from agentbench_rl.envs.webshop.world import require_extras
-from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+from agentbench_rl.harness.config import EvalConfig
+from agentbench_rl.harness.evaluate import evaluate
 
 SEP = " [SEP] "
 

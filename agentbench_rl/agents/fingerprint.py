@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-import agentbench_rl
+from agentbench_rl.core.version import __version__
 
 _CHUNK = 1 << 20
 # Files of a model folder that decide what the model does (weights, config, tokenizer, and our
@@ -59,5 +59,5 @@ def agent_fingerprint(spec: str) -> str:
         if folder.is_dir():
             files = [p for p in folder.rglob("*") if p.is_file() and p.suffix in _MODEL_SUFFIXES]
             return "weights:" + _hash_files(files, folder)
-    text = f"{spec}\0{agentbench_rl.__version__}"
+    text = f"{spec}\0{__version__}"
     return "spec:" + hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -37,6 +37,7 @@ def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
 
 
 def _policy(model: Path | None) -> Any:
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.models.policy import Policy, load_saved_policy
     from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
     from agentbench_rl.prompting import PromptConfig
@@ -46,7 +47,9 @@ def _policy(model: Path | None) -> Any:
         return load_saved_policy(str(model), {"mode": "generate", "device": "cpu"})
     prompt = PromptConfig(mode="generate", history_observations=False)
     tiny = TinyModelConfig(tokenizer_episodes=20)
-    texts = tokenizer_texts("sokoban", {}, prompt, tiny.tokenizer_episodes, 0)
+    texts = tokenizer_texts(
+        EnvSpec(name="sokoban", split="train"), prompt, tiny.tokenizer_episodes, 0
+    )
     network, tokenizer = build_tiny(texts, tiny, 0)
     return Policy(network, tokenizer, prompt)
 

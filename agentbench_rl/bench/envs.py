@@ -70,7 +70,9 @@ def time_sokoban(levels: int = 500) -> dict[str, float]:
     from agentbench_rl.envs.sokoban.generator import generate_level
     from agentbench_rl.envs.sokoban.levels import load_level
     from agentbench_rl.envs.sokoban.solver import solve
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.config import EvalConfig
+    from agentbench_rl.harness.evaluate import evaluate
 
     started = time.perf_counter()
     for seed in range(levels):
@@ -86,7 +88,8 @@ def time_sokoban(levels: int = 500) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
         summary = evaluate(
-            EvalConfig(env="sokoban", split="test", agent="expert"), Path(folder) / "expert"
+            EvalConfig(env=EnvSpec(name="sokoban", split="test"), agent="expert"),
+            Path(folder) / "expert",
         )
         expert_eval_s = time.perf_counter() - started
     return {

@@ -364,7 +364,27 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         "peers": {},
     }
     rollouts = {n: synthetic_rollout(n, seed=n) for n in sizes}
+    time_every_estimator(sizes, rollouts, figures, console)
+    compare_with_per_row(sizes, rollouts, figures, console)
+    root = peer_root()
+    if root is not None:
+        console.print(peer_table(root, sizes, rollouts, figures))
+    else:
+        console.print(
+            f"(set {ROOT_VARIABLE} to a verl-agent checkout to time the authors' own functions)"
+        )
+    check_targets(quick, sizes, rollouts, figures, console)
+    return figures
 
+
+def time_every_estimator(
+    sizes: Sequence[int],
+    rollouts: dict[int, SyntheticRollout],
+    figures: dict[str, Any],
+    console: Console,
+) -> None:
+    """Step 1: every estimator's time at every size (those that read hidden states at several
+    widths), into ``figures["estimators"]``; prints the speed table."""
     speed = Table(
         title="Estimator speed: rows per second, time per batch",
         box=box.SIMPLE_HEAD,
@@ -403,6 +423,15 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         )
     console.print("Every time includes factorising the key columns.")
 
+
+def compare_with_per_row(
+    sizes: Sequence[int],
+    rollouts: dict[int, SyntheticRollout],
+    figures: dict[str, Any],
+    console: Console,
+) -> None:
+    """Step 2: the yardstick against its per-row baseline (verl-agent's style), equal to 1e-8,
+    and the cost of building the batch from the driver's rows, into ``figures["baseline"]``."""
     baseline = Table(
         title=f"{YARDSTICK_ESTIMATOR}: vectorised vs per-row baseline (verl-agent style)",
         box=box.SIMPLE_HEAD,
@@ -471,14 +500,23 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         f"{largest:,} rows, spread over the rollout's {MAX_STEPS} steps. from records: one "
         "dict per row."
     )
-    root = peer_root()
-    if root is not None:
-        console.print(peer_table(root, sizes, rollouts, figures))
-    else:
-        console.print(
-            f"(set {ROOT_VARIABLE} to a verl-agent checkout to time the authors' own functions)"
-        )
 
+
+def _met(passed: bool) -> str:
+    return "[green]yes[/]" if passed else "[red]no[/]"
+
+
+def check_targets(
+    quick: bool,
+    sizes: Sequence[int],
+    rollouts: dict[int, SyntheticRollout],
+    figures: dict[str, Any],
+    console: Console,
+) -> None:
+    """Step 4: the speed targets (absolute times, the yardstick's speed-up, each peer's end to
+    end ratio, the estimators that must keep up with the yardstick), into
+    ``figures["targets"]``; prints the targets table."""
+    largest = max(sizes)
     targets = Table(title="Speed targets", box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("figure", "measured", "target", "met"):
         targets.add_column(column)
@@ -490,19 +528,15 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
         if measured is None:
             targets.add_row(label, "(full run only)", f"< {target.seconds} s", "–")
             continue
-        met = measured < target.seconds
         targets.add_row(
-            label,
-            f"{measured:.3f} s",
-            f"< {target.seconds} s",
-            "[green]yes[/]" if met else "[red]no[/]",
+            label, f"{measured:.3f} s", f"< {target.seconds} s", _met(measured < target.seconds)
         )
     ratio = figures["baseline"][largest]["ratio"]
     targets.add_row(
         f"{YARDSTICK_ESTIMATOR} speed-up vs per-row, {largest:,} rows",
         f"{ratio:.1f}x",
         f">= {YARDSTICK_MIN_SPEEDUP:.0f}x",
-        "[green]yes[/]" if ratio >= YARDSTICK_MIN_SPEEDUP else "[red]no[/]",
+        _met(ratio >= YARDSTICK_MIN_SPEEDUP),
     )
     for name, peer in figures["peers"].items():
         ratio = peer[largest]["end_to_end_ratio"] if largest in peer else None
@@ -512,13 +546,25 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             f"{name} end to end vs verl-agent's, {largest:,} rows",
             f"{ratio:.0f}x",
             f">= {END_TO_END_MIN_SPEEDUP:.0f}x",
-            "[green]yes[/]" if ratio >= END_TO_END_MIN_SPEEDUP else "[red]no[/]",
+            _met(ratio >= END_TO_END_MIN_SPEEDUP),
         )
+    depth_notes = keep_up_with_yardstick(rollouts[largest], largest, figures, targets)
+    console.print(targets)
+    for note in depth_notes:
+        console.print(note)
+    if quick:
+        console.print("(quick run: targets past its largest batch need the full run)")
+
+
+def keep_up_with_yardstick(
+    rollout: SyntheticRollout, rows: int, figures: dict[str, Any], targets: Table
+) -> list[str]:
+    """The estimators that must run at least as fast as the yardstick, each timed in turn with
+    it (on a shared machine the speed drifts over seconds, and the table's times were taken
+    apart); one with levels of groups also at each shallower depth. Adds their rows to
+    ``targets``; returns the depth notes."""
     depth_notes: list[str] = []
     for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
-        # Timed in turn with the yardstick, so that both meet the same load: on a shared machine
-        # the speed drifts over seconds, and the table's times were taken apart. An estimator
-        # with levels of groups is also timed at each shallower depth.
         declared = REGISTRY[name].defaults
         depth = int(declared.get(LEVELS_PARAMETER, 0))
         runs: dict[str, tuple[str, dict[str, Any]]] = {
@@ -526,34 +572,29 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
             name: (name, {}),
             **{f"{name}:{k}": (name, {LEVELS_PARAMETER: k}) for k in range(depth)},
         }
-        paired = interleaved_times(rollouts[largest], runs)
+        paired = interleaved_times(rollout, runs)
         per_row_ratio = paired[YARDSTICK_ESTIMATOR] / paired[name]
         figures["targets"].append(
             {
                 "estimator": name,
                 "versus": YARDSTICK_ESTIMATOR,
-                "rows": largest,
+                "rows": rows,
                 "speed_ratio": per_row_ratio,
                 "times_s": paired,
             }
         )
         targets.add_row(
-            f"{name} rows/s vs {YARDSTICK_ESTIMATOR}'s, {largest:,} rows",
+            f"{name} rows/s vs {YARDSTICK_ESTIMATOR}'s, {rows:,} rows",
             f"{per_row_ratio:.2f}x",
             ">= 1x",
-            "[green]yes[/]" if per_row_ratio >= 1.0 else "[red]no[/]",
+            _met(per_row_ratio >= 1.0),
         )
         if LEVELS_PARAMETER in declared:
             by_depth = [paired[f"{name}:{k}"] for k in range(depth)] + [paired[name]]
             depth_notes.append(
-                f"{name} at {largest:,} rows by {LEVELS_PARAMETER}, timed in turn with "
+                f"{name} at {rows:,} rows by {LEVELS_PARAMETER}, timed in turn with "
                 f"{YARDSTICK_ESTIMATOR} ({1000 * paired[YARDSTICK_ESTIMATOR]:.1f} ms): "
                 + ", ".join(f"{k}: {1000 * seconds:.1f} ms" for k, seconds in enumerate(by_depth))
                 + ' (docs/estimators.md, "Benchmarks").'
             )
-    console.print(targets)
-    for note in depth_notes:
-        console.print(note)
-    if quick:
-        console.print("(quick run: targets past its largest batch need the full run)")
-    return figures
+    return depth_notes

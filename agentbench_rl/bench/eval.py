@@ -173,6 +173,7 @@ def _warm_levels(levels: int) -> None:
 def save_tiny_checkpoint(folder: Path, seed: int = 0, tiny: Any = None) -> Path:
     """The trainer's tiny Sokoban model (``choose`` mode, untrained; ``tiny``: a
     ``TinyModelConfig`` other than the trainer's) saved as an ``hf:`` folder."""
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.models.tiny import build_tiny
     from agentbench_rl.rollout.scripted import tokenizer_texts
     from agentbench_rl.train.config import TrainConfig
@@ -181,7 +182,12 @@ def save_tiny_checkpoint(folder: Path, seed: int = 0, tiny: Any = None) -> Path:
     config = TrainConfig(env="sokoban", action_mode="choose")
     size = tiny if tiny is not None else config.tiny
     model, tokenizer = build_tiny(
-        tokenizer_texts("sokoban", {}, config.prompt_config(), size.tokenizer_episodes, seed),
+        tokenizer_texts(
+            EnvSpec(name="sokoban", split="train"),
+            config.prompt_config(),
+            size.tokenizer_episodes,
+            seed,
+        ),
         size,
         seed,
     )
@@ -199,13 +205,17 @@ def measure_hf(
     import torch
 
     from agentbench_rl.envs import env_class
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
     from agentbench_rl.models.policy import load_saved_policy
     from agentbench_rl.rollout.batched import rollout_groups
     from agentbench_rl.rollout.workers import LocalEnvPool
 
     folder = save_tiny_checkpoint(work / "tiny", tiny=tiny)
-    config = EvalConfig(env="sokoban", split="val", agent=f"hf:{folder}", limit=levels)
+    config = EvalConfig(
+        env=EnvSpec(name="sokoban", split="val"), agent=f"hf:{folder}", limit=levels
+    )
     tasks = env_class("sokoban").task_ids("val")[:levels]
     policy = load_saved_policy(str(folder), {"device": "cpu"})
     policy.forward_batch_size = batch_size
@@ -213,7 +223,7 @@ def measure_hf(
     _warm_levels(levels)
 
     def harness() -> None:
-        evaluate(config, work / f"harness-{next(runs)}", batch_size=batch_size)
+        evaluate(config, work / f"harness-{next(runs)}", RunOptions(batch_size=batch_size))
 
     def trainer() -> None:
         generator = torch.Generator().manual_seed(0)
@@ -235,15 +245,15 @@ def measure_openai(
 ) -> dict[str, float]:
     """Seconds for the ``openai:`` agent to play ``episodes`` Sokoban val episodes against a
     :class:`LatencyChatServer`, at ``concurrency`` and at 1; checks both wrote the same file."""
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
 
     with serve_chat_process(latency) as base_url:
         config = EvalConfig(
-            env="sokoban",
-            split="val",
+            env=EnvSpec(name="sokoban", split="val", max_steps=max_steps),
             agent=f"openai:{base_url}#latency-test?temperature=0",
             limit=episodes,
-            max_steps=max_steps,
         )
         runs = iter(range(10**6))
         folders: dict[str, Path] = {}
@@ -252,7 +262,7 @@ def measure_openai(
         def run(name: str, c: int) -> Callable[[], None]:
             def side() -> None:
                 folders[name] = work / f"{name}-{next(runs)}"
-                evaluate(config, folders[name], concurrency=c)
+                evaluate(config, folders[name], RunOptions(concurrency=c))
 
             return side
 

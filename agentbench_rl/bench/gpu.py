@@ -176,12 +176,7 @@ def _policy(settings: Settings, config: Any, shape_name: str) -> Any:
     from agentbench_rl.train.ppo import make_policy
 
     texts = tokenizer_texts(
-        config.env,
-        config.train_env().make_kwargs(),
-        config.prompt_config(),
-        config.tiny.tokenizer_episodes,
-        config.seed,
-        config.train_split,
+        config.train_env(), config.prompt_config(), config.tiny.tokenizer_episodes, config.seed
     )
     dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[config.dtype]
     model, tokenizer, image_processor = build_architecture(
@@ -287,7 +282,9 @@ def section_eval(settings: Settings) -> dict[str, Any]:
     import tempfile
 
     from agentbench_rl.agents.hf import HFAgent
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
 
     config = _train_config(settings, "sokoban")
     rows = settings.sizes({"episodes": 64}, {"episodes": 4})["episodes"]
@@ -302,11 +299,13 @@ def section_eval(settings: Settings) -> dict[str, Any]:
         agent.prepare()
         counter = TokenCounter(agent.policy)
         evaluation = EvalConfig(
-            env="sokoban", split="val", agent=spec, limit=rows, max_steps=config.max_steps
+            env=EnvSpec(name="sokoban", split="val", max_steps=config.max_steps),
+            agent=spec,
+            limit=rows,
         )
         _reset_peak(settings.device)
         began = time.perf_counter()
-        evaluate(evaluation, Path(folder) / "eval", agent=agent, batch_size=rows)
+        evaluate(evaluation, Path(folder) / "eval", RunOptions(batch_size=rows), agent=agent)
         _synchronize(settings.device)
         seconds = time.perf_counter() - began
     return {

@@ -72,7 +72,6 @@ def prepared(
 
     from agentbench_rl.core.hashing import seed_from
     from agentbench_rl.rollout.batched import rollout_groups
-    from agentbench_rl.rollout.scripted import train_task_ids
     from agentbench_rl.train.ppo import initial_policy, make_pool
 
     config.use_torch_threads()
@@ -81,7 +80,7 @@ def prepared(
     if tick is not None:
         tick("model built (tokenizer, behaviour cloning)")
     pool = make_pool(config)
-    tasks = train_task_ids(config.env, config.train_split, config.n_tasks, config.seed)
+    tasks = config.train_env().draw_tasks(config.n_tasks, config.seed, what="train_categories")
 
     def rollout(hidden: bool) -> Any:
         generator = torch.Generator().manual_seed(seed_from(config.seed, "bench") % 2**63)

@@ -4,7 +4,7 @@ Monte-Carlo estimate of the true advantage, on a real env.
 Every env here is deterministic given (task, reset seed, action prefix), so the advantage of the
 policy that produced a batch can be estimated by playing that policy on from each visited step:
 
-1. **The batch** is the trainer's: N tasks of the split (``train_task_ids``, seeded) x G
+1. **The batch** is the trainer's: N tasks of the split (``EnvSpec.draw_tasks``, seeded) x G
    trajectories; member m of task τ resets with ``episode_seed(seed, τ)`` and its agent is seeded
    ``member_seed(seed, τ, m)``, as training seeds them.
 2. **The truth.** For each visited prefix h_t (trajectory m, step t), K continuations: a fresh env
@@ -59,7 +59,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
 from agentbench_rl.core.atomic import atomic_write_text
-from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.batch import StepBatch, StepRecord
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.envs.base import TextAgentEnv
@@ -75,7 +75,6 @@ from agentbench_rl.rollout.episode import (
     episode_seed,
     member_seed,
 )
-from agentbench_rl.rollout.scripted import train_task_ids
 
 JOURNAL = "continuations.jsonl"
 BOOTSTRAP = 1000
@@ -161,7 +160,7 @@ class PlayedBatch:
     """The batch the estimators score: its step records and its trajectories (record ``traj``
     ids are the trajectories' ``traj``)."""
 
-    records: list[dict[str, Any]]
+    records: list[StepRecord]
     trajectories: list[Trajectory]
 
 
@@ -170,7 +169,7 @@ def play_batch(
 ) -> PlayedBatch:
     """Play ``tasks`` x ``group_size`` episodes on ``envs`` (one env per episode) with
     ``agent`` (:func:`policy`), seeded as the trainer seeds a batch."""
-    task_ids = train_task_ids(settings.env, settings.split, settings.tasks, settings.seed)
+    task_ids = settings.env_spec().draw_tasks(settings.tasks, settings.seed)
     slots, members, agent_seeds = [], [], []
     for index, task_id in enumerate(task_ids):
         group = f"{index}:{task_id}"  # a task drawn twice is two groups
@@ -183,7 +182,7 @@ def play_batch(
             members.append(member)
             agent_seeds.append(member_seed(settings.seed, task_id, member))
     lock = _play(agent, envs[: len(slots)], slots, agent_seeds, switch=None)
-    steps: dict[str, list[dict[str, Any]]] = {str(slot.traj): [] for slot in slots}
+    steps: dict[str, list[StepRecord]] = {str(slot.traj): [] for slot in slots}
     for record in lock.records:
         steps[str(record["traj"])].append(record)
     trajectories = []

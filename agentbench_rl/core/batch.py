@@ -11,10 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 import pandas as pd
+from typing_extensions import NotRequired
 
 REQUIRED_COLUMNS = ("group", "traj", "t", "reward", "obs_key", "state_key", "action_key", "valid")
 OPTIONAL_COLUMNS = ("hidden", "semantic_key", "success", "next_obs_key")
@@ -23,6 +24,40 @@ KEY_COLUMNS = (
 )
 #: The optional columns that hold keys (compared exactly, as objects).
 OPTIONAL_KEYS = ("semantic_key", "next_obs_key")
+
+
+class StepFields(TypedDict):
+    """What one env step contributes to its estimator row, whoever plays it (the episode
+    driver, verl's agent loop): :func:`agentbench_rl.rollout.episode.step_fields` writes it."""
+
+    t: int
+    reward: float
+    obs_key: Any
+    state_key: Any
+    action_key: Any
+    valid: bool
+    next_obs_key: NotRequired[Any]  # the observation the step led to (GraphGPO's graph edge)
+
+
+class StepRecord(StepFields):
+    """One step as a row of a :class:`StepBatch`: typed where the episode driver writes it
+    (:func:`agentbench_rl.rollout.episode.step_record`), read by :class:`StepColumns` and
+    :meth:`StepBatch.from_records`. A ``TypedDict``: records travel as the dicts they are
+    (between processes, to verl's workers, into trajectory files), so the type costs nothing
+    where a step is played on every step.
+
+    Example:
+        >>> record: StepRecord = {"group": 0, "traj": 0, "t": 0, "reward": 1.0, "obs_key": "o",
+        ...                       "state_key": "s", "action_key": "up", "valid": True}
+        >>> StepBatch.from_records([record]).n_trajs
+        1
+    """
+
+    group: Any
+    traj: Any
+    success: NotRequired[bool]  # set when the episode ends
+    semantic_key: NotRequired[Any]
+    hidden: NotRequired[np.ndarray]
 
 
 def _fail(column: str, row: int | None, message: str) -> ValueError:
@@ -425,8 +460,8 @@ class StepColumns:
             blocks[:] = [np.concatenate(blocks)]
         return blocks[0]
 
-    def row(self, index: int) -> dict[str, Any]:
-        """The record of row ``index``."""
+    def row(self, index: int) -> StepRecord:
+        """The record of row ``index`` (its required and optional columns)."""
         if not 0 <= index < len(self):
             raise IndexError(f"StepColumns: row {index} of {len(self)}")
         if index >= self._converted:
@@ -436,9 +471,9 @@ class StepColumns:
             record = {name: _python(self.column(name)[index]) for name in self._names}
         for name, values in self._whole.items():
             record[name] = _python(values[index])
-        return record
+        return cast(StepRecord, record)  # the columns are StepRecord's keys (extend checks)
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[StepRecord]:
         """Every row as a record (a list of new dicts)."""
         if not len(self):
             return []
@@ -448,7 +483,10 @@ class StepColumns:
             list(self._whole[name]) if name == "hidden" else self.column(name).tolist()
             for name in names
         ]
-        return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+        return [
+            cast(StepRecord, dict(zip(names, values, strict=True)))
+            for values in zip(*columns, strict=True)
+        ]
 
     def batch(self, **replaced: Any) -> StepBatch:
         """The rows as a ``StepBatch``; ``replaced`` columns are taken as given, as in

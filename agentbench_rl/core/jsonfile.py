@@ -84,7 +84,7 @@ def loads_strict(text: str) -> Any:
 
 
 def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
-    """``(line number, value)`` of each non-blank line of JSON-lines text, parsed strictly;
+    r"""``(line number, value)`` of each non-blank line of JSON-lines text, parsed strictly;
     ``ValueError`` names ``name`` and the line.
 
     Example:
@@ -101,7 +101,7 @@ def json_lines(text: str, name: str) -> Iterator[tuple[int, Any]]:
 
 
 def complete_lines(data: bytes, name: str) -> tuple[str, int]:
-    """The text of a journal's complete lines and their length in bytes: what follows the last
+    r"""The text of a journal's complete lines and their length in bytes: what follows the last
     newline is a line torn by a kill, left out (the journals' shared rule). ``ValueError``
     naming ``name`` when the text is not UTF-8.
 

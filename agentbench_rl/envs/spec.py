@@ -13,6 +13,7 @@ Example:
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -86,10 +87,26 @@ class EnvSpec(Spec):
             return remote_env(local, server, self.split, self.max_steps, dict(self.kwargs))
         return make(self.name, split=self.split, **self.make_kwargs())
 
+    def fixed(self) -> bool:
+        """Whether the split has a fixed task list (Sokoban's train split has none: its ids are
+        ``train-<n>`` for any n, drawn by :meth:`draw_tasks`)."""
+        try:
+            env_class(self.name).task_ids(self.split)
+        except ValueError:
+            return False
+        return True
+
     def tasks(self, env: TextAgentEnv[Any] | None = None, what: str = "categories") -> list[str]:
         """The split's task ids, in split order, of ``categories`` when given (``env``, made
         if not given, tells a category the split does not list); ``what`` names the setting
-        in the error when a category is unknown or leaves nothing."""
+        in the error when a category is unknown or leaves nothing, or the split has no fixed
+        task list."""
+        if not self.fixed():
+            raise ValueError(
+                f"{what}: {self.name}'s split '{self.split}' has no fixed task list"
+                if self.categories
+                else f"split '{self.split}' of '{self.name}' has no fixed task list"
+            )
         if not self.categories:
             return env_class(self.name).task_ids(self.split)
         return list(self.categorised(env, what))
@@ -104,3 +121,23 @@ class EnvSpec(Spec):
         if self.categories:
             ids = tasks_of_categories(known, ids, list(self.categories), what, self.split)
         return {task: known[task] for task in ids}
+
+    def draw_tasks(self, count: int, seed: int, what: str = "categories") -> list[str]:
+        """``count`` task ids drawn from ``seed``: ``<split>-<n>`` for a split without a fixed
+        list (which takes no categories), else a seeded draw with replacement from
+        :meth:`tasks` (the trainer's tasks of an iteration, behaviour cloning's, a corpus's).
+
+        Example:
+            >>> EnvSpec(name="sokoban", split="train").draw_tasks(2, seed=0)[0].startswith("train-")
+            True
+            >>> spec = EnvSpec(name="textcraft", split="train", categories=("depth-1",))
+            >>> set(spec.draw_tasks(20, seed=0)) <= set(spec.tasks())
+            True
+        """
+        rng = random.Random(seed)
+        if not self.fixed():
+            if self.categories:
+                self.tasks(what=what)  # refuses categories, in one line
+            return [f"{self.split}-{rng.randrange(2**31)}" for _ in range(count)]
+        ids = self.tasks(what=what)
+        return [ids[rng.randrange(len(ids))] for _ in range(count)]

@@ -15,10 +15,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import agentbench_rl
 from agentbench_rl.core.hashing import weights_fingerprint
 
-PACKAGE_DIR = Path(agentbench_rl.__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # agentbench_rl/
 LIBRARIES = ("numpy", "torch", "transformers")
 
 

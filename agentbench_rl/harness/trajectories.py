@@ -26,6 +26,7 @@ import numpy as np
 
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.spec.records import EpisodeRow
 from agentbench_rl.spec.results_folder import ResultsFolder
 
 #: The most characters of one action a trajectory keeps (a model's answer is a few hundred).
@@ -149,7 +150,7 @@ def episode_path(out: Path, task_id: str, seed: int) -> Path:
     return ResultsFolder(out).trajectories / f"seed-{seed}" / f"{task_id}.json"
 
 
-def write_episode(out: Path, env: RecordingEnv, row: dict[str, Any]) -> None:
+def write_episode(out: Path, env: RecordingEnv, row: EpisodeRow) -> None:
     """Write the record of the episode ``env`` just played (``row``: its episodes.csv row)."""
     record = {**row, "reset": env.first, "final_state": env._state, "steps": env.steps}
     path = episode_path(out, str(row["task_id"]), int(row["seed"]))

@@ -30,7 +30,6 @@ from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.rollout.episode import episode_seed
-from agentbench_rl.rollout.scripted import train_task_ids
 
 #: What the model is told beside the env's own instruction.
 TOOL_INSTRUCTION = "Call the act tool with one action at a time until the episode ends."
@@ -101,7 +100,7 @@ def train_dataset(spec: EnvSpec, rows: int, seed: int) -> Any:
     from datasets import Dataset
 
     instruction = f"{env_class(spec.name).prompt_instruction} {TOOL_INSTRUCTION}"
-    tasks = train_task_ids(spec.name, spec.split, rows, seed, spec.categories)
+    tasks = spec.draw_tasks(rows, seed)
     return Dataset.from_list(
         [
             {

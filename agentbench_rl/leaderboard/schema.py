@@ -33,11 +33,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.spec.typed import MAX_SEED
 
 METADATA_FILE = "metadata.json"
 #: Start of the placeholder values ``leaderboard init`` writes; validation refuses them.
 FILL_IN = "FILL IN"
-MAX_SEED = 2**32 - 1
 #: Bounds of the numbers a board shows: far beyond any real run, small enough that every one
 #: renders (10**400 parameters would overflow the float a count is shown as).
 MAX_PARAMETERS = 10**15

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import agentbench_rl
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import WEIGHT_SUFFIXES, weights_fingerprint
+from agentbench_rl.core.version import __version__
 from agentbench_rl.envs import evaluation_split
 from agentbench_rl.leaderboard.curves import CURVES_FILE
 from agentbench_rl.leaderboard.schema import METADATA_FILE, load_metadata
@@ -222,7 +222,9 @@ def file_run(
     on_step: Callable[[str], None] = lambda message: None,
 ) -> FiledRun:
     """Check, replay the validation of, evaluate and file one finished run (see the module)."""
-    from agentbench_rl.harness.evaluate import EvalConfig, evaluate
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.evaluate import evaluate
 
     record = check_run(run, expected)
     config = config_from_dict(record["config"])
@@ -247,28 +249,28 @@ def file_run(
     on_step(f"{run}: replaying the final validation ({config.val_split})")
     val_config = config.validation_eval(policy)
     val_summary = evaluate(
-        val_config, work / "val", resume=True, batch_size=config.forward_batch_size
+        val_config, work / "val", RunOptions(resume=True, batch_size=config.forward_batch_size)
     )
     harness_val = float(val_summary["success"]["mean"])
     recorded_folder = RunFolder(run).validation(record["iterations"])
     differing = _differing_episodes(work / "val", recorded_folder)
 
     on_step(f"{run}: evaluating on {config.env}/{split}")
+    # the standard evaluation of the split: the env's own options and step limit
     test_config = EvalConfig(
-        env=config.env,
-        split=split,
-        agent=val_config.agent,
-        seeds=[config.seed],
+        env=EnvSpec(name=config.env, split=split), agent=val_config.agent, seeds=[config.seed]
     )
     test = work / "test"
-    summary = evaluate(test_config, test, resume=True, batch_size=config.forward_batch_size)
+    summary = evaluate(
+        test_config, test, RunOptions(resume=True, batch_size=config.forward_batch_size)
+    )
     curve = {
         str(row["iteration"]): float(row["val_success"])
         for row in record["metrics"]
         if "val_success" in row
     }
     commit = record["git_commit"]
-    version = f"agentbench-rl {agentbench_rl.__version__}"
+    version = f"agentbench-rl {__version__}"
     metadata = {
         "name": f"{cell} seed {config.seed}"[:80],
         "estimator": config.estimator,

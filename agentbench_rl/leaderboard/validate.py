@@ -38,7 +38,6 @@ from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.envs import ENVS, env_class
 from agentbench_rl.extras import install_hint
-from agentbench_rl.harness.evaluate import EPISODE_COLUMNS
 from agentbench_rl.harness.stats import ThresholdResult, summarize, threshold_crossing
 from agentbench_rl.leaderboard.curves import Curves, curve_files, read_curves
 from agentbench_rl.leaderboard.schema import (
@@ -47,7 +46,7 @@ from agentbench_rl.leaderboard.schema import (
     load_metadata,
     seed_list,
 )
-from agentbench_rl.spec.records import EvaluationSummary
+from agentbench_rl.spec.records import EPISODE_COLUMNS, EvaluationSummary
 from agentbench_rl.spec.results_folder import CONFIG_FILE as CONFIG
 from agentbench_rl.spec.results_folder import SUMMARY_FILE as SUMMARY
 

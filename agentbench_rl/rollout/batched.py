@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
-from agentbench_rl.core.batch import StepBatch, StepColumns
+from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
 from agentbench_rl.prompting import PromptConfig, build_prompt
 from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
@@ -65,7 +65,7 @@ class RolloutBatch:
         return len(self.rows)
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[StepRecord]:
         """The estimator rows as dicts (new ones on each call)."""
         return self.rows.records()
 

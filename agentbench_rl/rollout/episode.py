@@ -39,11 +39,12 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
-from agentbench_rl.core.batch import StepColumns
+from agentbench_rl.core.batch import StepColumns, StepFields, StepRecord
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, format_ok, observation_text
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
+from agentbench_rl.spec.records import EpisodeRow
 
 #: Env seeds are drawn below 2**31 (what every Gymnasium backend accepts).
 SEED_MODULUS = 2**31
@@ -111,7 +112,7 @@ def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
 
 def step_fields(
     t: int, reward: float, before: dict[str, Any], after: dict[str, Any], valid: bool
-) -> dict[str, Any]:
+) -> StepFields:
     """What one step contributes to its estimator row, whoever plays it (this driver, verl's
     agent loop): its index, reward, keys (the observation it acted on and the one it led to:
     GraphGPO's graph edge) and validity (``before``/``after``: the env's info before and after
@@ -141,7 +142,7 @@ def step_record(
     before: dict[str, Any],
     after: dict[str, Any],
     valid: bool,
-) -> dict[str, Any]:
+) -> StepRecord:
     """The estimator row of one step: its group and trajectory ids, then :func:`step_fields`.
 
     Example:
@@ -178,7 +179,7 @@ class EpisodeOutcome:
     invalid_actions: int  # steps whose action was not admissible (or broke the answer format)
     non_string_actions: int  # of those, answers that were not text at all (counted apart)
 
-    def row(self, seed: int) -> dict[str, Any]:
+    def row(self, seed: int) -> EpisodeRow:
         """The episode's row of ``episodes.csv`` for evaluation seed ``seed`` (plus
         ``non_string_actions``, which the journal keeps and the summary totals).
 
@@ -304,7 +305,7 @@ class Lockstep:
         return list(range(first_row, len(self.rows)))
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[StepRecord]:
         """The step records written so far, as new dicts (:meth:`StepColumns.records`)."""
         return self.rows.records()
 

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from agentbench_rl.agents.base import Agent
-from agentbench_rl.core.batch import StepBatch, StepColumns
+from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
 from agentbench_rl.core.graph import StepGraph
 from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
@@ -116,7 +116,7 @@ class GroupRollout:
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[StepRecord]:
         """The estimator rows as dicts (new ones on each call)."""
         return self.rows.records()
 

@@ -9,12 +9,12 @@ are built from exactly the text the policy will see.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs import env_class, make, tasks_of_categories
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.prompting import (
     ACTION_MODES,
     PromptConfig,
@@ -28,74 +28,26 @@ from agentbench_rl.rollout.episode import Episode, EpisodeSlot, Lockstep, episod
 Chooser = Callable[[TextAgentEnv[Any], Episode], str]
 
 
-def train_task_ids(
-    env_name: str, split: str, count: int, seed: int, categories: Sequence[str] = ()
-) -> list[str]:
-    """``count`` task ids of a split: ``train-<n>`` drawn from ``seed`` for Sokoban's unbounded
-    train split, else a seeded draw from the fixed list (cycled when it is shorter), restricted
-    to the tasks of ``categories`` (the env's ``task_categories``, such as ``depth-1``) when given.
-
-    Example:
-        >>> len(train_task_ids("sokoban", "train", 2, seed=0))
-        2
-    """
-    cls = env_class(env_name)
-    rng = random.Random(seed)
-    try:
-        ids = cls.task_ids(split)
-    except ValueError:  # unbounded split: ids are <split>-<n>
-        tasks_in_categories(env_name, split, None, categories)  # refuses categories
-        return [f"{split}-{rng.randrange(2**31)}" for _ in range(count)]
-    ids = tasks_in_categories(env_name, split, ids, categories)
-    return [ids[rng.randrange(len(ids))] for _ in range(count)]
-
-
-def tasks_in_categories(
-    env_name: str, split: str, ids: Sequence[str] | None, categories: Sequence[str]
-) -> list[str]:
-    """The ids (``None``: a split without a fixed task list) whose category is one of
-    ``categories`` (all of them when none is given), in order; ``ValueError`` naming
-    ``train_categories`` when the split cannot be filtered or nothing is left.
-
-    Example:
-        >>> tasks_in_categories("sokoban", "test", ["test-0000", "test-0001"], [])
-        ['test-0000', 'test-0001']
-    """
-    if not categories:
-        return list(ids or [])
-    if ids is None:
-        raise ValueError(f"train_categories: {env_name}'s split '{split}' has no fixed task list")
-    known = env_class(env_name).task_categories(split)
-    if known is None:
-        raise ValueError(f"train_categories: {env_name} cannot tell its tasks' categories")
-    return tasks_of_categories(known, ids, categories, "train_categories", split)
-
-
 def scripted_steps(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    tasks: list[str],
-    seed: int,
-    choose: Callable[[int], Chooser],
-    split: str = "train",
+    env: EnvSpec, tasks: list[str], seed: int, choose: Callable[[int], Chooser]
 ) -> Iterator[tuple[Episode, str]]:
-    """Play one episode per task through the driver, ``choose(index)`` picking episode
-    ``index``'s actions; yields (the live episode, the action about to be taken) before every
-    step, so the episode shows what the agent sees at that step.
+    """Play one episode per task of ``env`` through the driver, ``choose(index)`` picking
+    episode ``index``'s actions; yields (the live episode, the action about to be taken) before
+    every step, so the episode shows what the agent sees at that step.
 
     Example:
         >>> expert = lambda index: lambda env, episode: env.expert_action()
-        >>> [action for _, action in scripted_steps("sokoban", {}, ["test-0000"], 0, expert,
-        ...                                         split="test")]
+        >>> test = EnvSpec(name="sokoban", split="test")
+        >>> [action for _, action in scripted_steps(test, ["test-0000"], 0, expert)]
         ['left', 'left', 'up']
     """
-    env = make(env_name, split=split, **env_kwargs)
+    made = env.make()
     for index, task in enumerate(tasks):
         chooser = choose(index)
-        lock = Lockstep.of_envs([env], [EpisodeSlot(task, episode_seed(seed, task))])
+        lock = Lockstep.of_envs([made], [EpisodeSlot(task, episode_seed(seed, task))])
         episode = lock.episodes[0]
         while lock.live:
-            action = chooser(env, episode)
+            action = chooser(made, episode)
             yield episode, action
             lock.step([action])
 
@@ -113,39 +65,27 @@ def expert_or_random(seed: int) -> Callable[[int], Chooser]:
     return choose
 
 
-def tokenizer_texts(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    episodes: int,
-    seed: int,
-    split: str = "train",
-) -> Iterator[str]:
+def tokenizer_texts(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) -> Iterator[str]:
     """The text a tiny model's tokenizer is trained on (``models.tiny.build_tiny``):
     :func:`corpus_texts` of ``episodes`` episodes drawn from ``seed``."""
-    return corpus_texts(env_name, env_kwargs, prompt, episodes, seed_from(seed, "tok"), split)
+    return corpus_texts(env, prompt, episodes, seed_from(seed, "tok"))
 
 
-def corpus_texts(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    episodes: int,
-    seed: int,
-    split: str = "train",
-) -> Iterator[str]:
-    """Prompts and answers from expert and random episodes (half each), in both action modes:
-    the text the tokenizer is trained on.
+def corpus_texts(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) -> Iterator[str]:
+    """Prompts and answers from expert and random episodes (half each) on tasks of every
+    category of ``env``'s split, in both action modes: the text the tokenizer is trained on.
+    (Every category: a tokenizer reads the env's whole language, and one built before runs
+    could name categories stays the one their identity names.)
 
     Example:
-        >>> texts = list(corpus_texts("visual_sokoban", {}, PromptConfig(), 1, 0, split="test"))
+        >>> test = EnvSpec(name="visual_sokoban", split="test")
+        >>> texts = list(corpus_texts(test, PromptConfig(), 1, 0))
         >>> any("array(" in text or "[[" in text for text in texts)  # never str() of the image
         False
     """
-    tasks = train_task_ids(env_name, split, episodes, seed)
-    for episode, action in scripted_steps(
-        env_name, env_kwargs, tasks, seed, expert_or_random(seed), split
-    ):
+    every_category = env.model_copy(update={"categories": ()})
+    tasks = every_category.draw_tasks(episodes, seed)
+    for episode, action in scripted_steps(every_category, tasks, seed, expert_or_random(seed)):
         actions = list(episode.info["admissible_actions"])
         for mode in ACTION_MODES:
             config = PromptConfig(
@@ -154,5 +94,5 @@ def corpus_texts(
                 mode=mode,  # type: ignore[arg-type]
                 instruction=prompt.instruction,
             )
-            text = build_prompt(env_name, episode.observation, episode.history, actions, config)
+            text = build_prompt(env.name, episode.observation, episode.history, actions, config)
             yield text + "\n" + response_prefix(config.mode) + expert_response(action, mode)  # type: ignore[arg-type]

@@ -16,9 +16,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
+from agentbench_rl.spec.records import EpisodeRow
 
 #: The type every journal field must have (``return`` and ``score`` may be written as ints).
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
@@ -44,7 +45,7 @@ class Journal:
         complete_bytes: length of the file up to its last complete line.
     """
 
-    rows: list[dict[str, Any]]
+    rows: list[EpisodeRow]
     duplicates: int = 0
     torn: bool = False
     complete_bytes: int = 0
@@ -87,7 +88,7 @@ def read_journal(path: Path, columns: Sequence[str]) -> Journal:
         raise ValueError(f"{path} is not a file (the journal of an interrupted run)")
     data = path.read_bytes()
     text, complete_bytes = complete_lines(data, str(path))
-    rows: list[dict[str, Any]] = []
+    rows: list[EpisodeRow] = []
     seen: set[tuple[int, str]] = set()
     duplicates = 0
     for number, row in json_lines(text, str(path)):
@@ -99,7 +100,7 @@ def read_journal(path: Path, columns: Sequence[str]) -> Journal:
             duplicates += 1
             continue
         seen.add(key)
-        rows.append(row)
+        rows.append(cast(EpisodeRow, row))  # its columns were checked above
     # Text after the last newline is a line torn by a kill: its episode is simply run again.
     torn = complete_bytes < len(data)
     return Journal(rows, duplicates, torn, complete_bytes)

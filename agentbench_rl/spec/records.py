@@ -1,7 +1,17 @@
-"""Records that one module writes and another reads, declared once: the harness writes an
-:class:`EvaluationSummary` as ``summary.json``, and the leaderboard's validator reads its run
-fields by this declaration (the figures between them are ``harness.stats.summarize``'s, which
-the validator recomputes from the episodes).
+"""Records that one module writes and another reads, declared once:
+
+- :class:`EvaluationSummary`: the run fields of ``summary.json`` (the harness writes them, the
+  leaderboard's validator reads them; the figures between them are ``harness.stats.summarize``'s,
+  which the validator recomputes from the episodes); :class:`Evaluation` is the whole file,
+  typed (what ``agentbench_rl.evaluate`` returns).
+- :data:`EpisodeRow`: a row of ``episodes.csv`` and of the evaluation journal (the episode
+  driver writes it, :mod:`agentbench_rl.spec.journal` and the results folder read it).
+- :class:`MetricsRow`: a row of a training run's ``metrics.jsonl`` (the trainer writes it,
+  :mod:`agentbench_rl.spec.run_folder` reads it).
+
+The rows are ``TypedDict``s: they are written to files and sent between processes as the dicts
+they are, so a typed dict types them where they are born at no cost and leaves the formats on
+disk exactly as they were.
 
 Example:
     >>> summary = EvaluationSummary(
@@ -16,9 +26,137 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypedDict, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+#: A row of ``episodes.csv`` (and of the journal, which adds ``non_string_actions``): functional
+#: syntax, because one column is called ``return``.
+EpisodeRow = TypedDict(
+    "EpisodeRow",
+    {
+        "task_id": str,
+        "category": str,
+        "seed": int,
+        "success": bool,
+        "score": float,
+        "steps": int,
+        "return": float,
+        "invalid_actions": int,
+        "non_string_actions": int,
+    },
+    total=False,
+)
+#: The columns of ``episodes.csv``, in the file's order (the journal's rows add
+#: ``non_string_actions``, totalled in the summary).
+EPISODE_COLUMNS = (
+    "task_id",
+    "category",
+    "seed",
+    "success",
+    "score",
+    "steps",
+    "return",
+    "invalid_actions",
+)
+
+
+#: One iteration of a training run (``metrics.jsonl``), typed where the trainer writes it: the
+#: rollouts' figures (``train/...``), the advantages (``adv/...``), times (``time/...``), the
+#: warm start's (``bc/...``, iteration 0) and, on iterations that validate, the harness's figures
+#: (``val_...``). Keys that the estimator, the loss or an engine name (``est/<name>``,
+#: ``ppo/<name>``, ``engine/<name>``) are added by :func:`with_figures`. Functional syntax: the
+#: keys hold slashes.
+MetricsRow = TypedDict(
+    "MetricsRow",
+    {
+        "iteration": int,
+        "train/success": float,
+        "train/uniform_groups": float,
+        "train/return": float,
+        "train/episode_length": float,
+        "train/invalid_rate": float,
+        "train/rows": float,
+        "train/response_tokens": float,
+        "adv/raw_mean": float,
+        "adv/raw_std": float,
+        "adv/mean": float,
+        "adv/std": float,
+        "adv/min": float,
+        "adv/max": float,
+        "bc/loss": float,
+        "bc/rows": float,
+        "time/rollout_s": float,
+        "time/estimator_s": float,
+        "time/update_s": float,
+        "time/val_s": float,
+        "time/iteration_s": float,
+        "val_success": float,
+        "val_score": float,
+        "val_return": float,
+        "val_steps": float,
+        "val_invalid_rate": float,
+        "val_weights": str,
+        "val_greedy": bool,
+        "val_seed_count": int,
+    },
+    total=False,
+)
+
+
+def with_figures(row: MetricsRow, figures: Mapping[str, Any]) -> MetricsRow:
+    """``row`` with ``figures`` added: keys the estimator, the loss or an engine names
+    (``est/<name>``, ``ppo/<name>``, ``engine/<name>``), which the row's type cannot list.
+
+    Example:
+        >>> with_figures({"iteration": 3}, {"est/singleton_rate": 0.5})
+        {'iteration': 3, 'est/singleton_rate': 0.5}
+    """
+    return cast(MetricsRow, {**row, **figures})
+
+
+class MetricBlock(BaseModel):
+    """A figure's mean with its intervals (``harness.stats.metric_block``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    std_over_seeds: float | None = None
+    ci95: tuple[float, float]
+    ci95_method: str
+    bootstrap_ci95: tuple[float, float]
+    per_seed: dict[str, SeedFigure] | None = None
+
+
+class SeedFigure(BaseModel):
+    """One seed's mean of a 0/1 figure, with its Wilson interval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mean: float
+    n: int
+    ci95: tuple[float, float]
+
+
+class CategoryFigures(BaseModel):
+    """The figures of one task category."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_tasks: int
+    success: MetricBlock
+    score: MetricBlock
+
+
+class Threshold(BaseModel):
+    """Whether each seed's success reached the threshold (the 95% criterion)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    threshold: float
+    per_seed: dict[str, bool]
+    all_seeds: bool
 
 
 class EvaluationSummary(BaseModel):
@@ -67,3 +205,35 @@ class EvaluationSummary(BaseModel):
             if name == self.FIGURES_AFTER:
                 record.update(figures)
         return record
+
+
+class Evaluation(EvaluationSummary):
+    """A whole ``summary.json``, typed: the run fields and the figures.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> from agentbench_rl.envs.spec import EnvSpec
+        >>> from agentbench_rl.harness.config import EvalConfig
+        >>> from agentbench_rl.harness.evaluate import evaluate
+        >>> config = EvalConfig(env=EnvSpec(name="sokoban", split="test"), agent="expert", limit=2)
+        >>> result = Evaluation.of(evaluate(config, Path(tempfile.mkdtemp()) / "run"))
+        >>> result.success.mean, result.n_episodes, result.complete_split
+        (1.0, 2, False)
+    """
+
+    n_episodes: int
+    n_tasks: int
+    success: MetricBlock
+    pass_at_k: dict[str, float] = Field(default_factory=dict)
+    score: MetricBlock
+    mean_steps: float
+    mean_return: float
+    invalid_action_rate: float
+    per_category: dict[str, CategoryFigures]
+    threshold_95: Threshold | None = None
+
+    @classmethod
+    def of(cls, summary: dict[str, Any]) -> Evaluation:
+        """The typed form of a summary as the harness returns it and writes it."""
+        return cls.model_validate(summary)

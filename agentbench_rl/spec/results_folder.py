@@ -34,6 +34,7 @@ from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.lock import FolderLock
 from agentbench_rl.extras import install_hint
 from agentbench_rl.spec.journal import read_journal
+from agentbench_rl.spec.records import EpisodeRow
 
 CONFIG_FILE = "config.json"
 AGENT_FILE = "agent.json"
@@ -105,7 +106,7 @@ class ResultsFolder:
         done = journal.rows
         final = self.episodes_file(episodes_format)
         if not done and final.exists() and self.summary_file.exists():
-            done = cast(list[dict[str, Any]], read_episodes(final).to_dict("records"))
+            done = cast(list[EpisodeRow], read_episodes(final).to_dict("records"))
         return Resumed(done, journal.duplicates)
 
 
@@ -114,7 +115,7 @@ class Resumed:
     """What a results folder already holds: the episodes done, and how many of the journal's
     rows repeated one (each counts once; the harness warns)."""
 
-    done: list[dict[str, Any]]
+    done: list[EpisodeRow]
     duplicates: int
 
 

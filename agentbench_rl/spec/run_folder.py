@@ -36,12 +36,13 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from agentbench_rl.core.atomic import atomic_write_text, remove_path
 from agentbench_rl.core.hashing import sha256_file, weights_fingerprint
 from agentbench_rl.core.jsonfile import complete_lines, json_lines, read_json
 from agentbench_rl.core.lock import FolderLock
+from agentbench_rl.spec.records import MetricsRow
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
@@ -109,7 +110,7 @@ class Metrics:
         torn: whether a torn last line was dropped.
     """
 
-    rows: list[dict[str, Any]]
+    rows: list[MetricsRow]
     torn: bool = False
 
     @property
@@ -129,7 +130,7 @@ def parse_metrics(data: bytes, name: str) -> Metrics:
         ...
         agentbench_rl.spec.run_folder.RunFolderError: m.jsonl line 2 is iteration 2, but iteration 1 is missing before it
     """  # noqa: E501
-    rows: list[dict[str, Any]] = []
+    rows: list[MetricsRow] = []
     try:
         text, complete_bytes = complete_lines(data, name)
         for number, row in json_lines(text, name):
@@ -151,7 +152,7 @@ def parse_metrics(data: bytes, name: str) -> Metrics:
                     f"{name} line {number} is iteration {iteration}, but iteration {expected} is "
                     "missing before it"
                 )
-            rows.append(row)
+            rows.append(cast(MetricsRow, row))  # its iteration was checked above
     except RunFolderError:
         raise
     except ValueError as problem:  # not UTF-8, or a line that is not JSON
@@ -263,7 +264,7 @@ class RunFolder:
             raise RunFolderError(f"{self.metrics_file} is not a file")
         return parse_metrics(self.metrics_file.read_bytes(), str(self.metrics_file))
 
-    def write_metrics(self, rows: list[dict[str, Any]]) -> None:
+    def write_metrics(self, rows: list[MetricsRow]) -> None:
         """Replace the metrics journal by ``rows`` (atomically)."""
         text = "".join(json.dumps(row, sort_keys=True) + "\n" for row in rows)
         atomic_write_text(self.metrics_file, text)

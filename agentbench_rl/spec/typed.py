@@ -30,7 +30,7 @@ import difflib
 from collections.abc import Mapping
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, ValidationError
 
 #: A whole number: ``3``, never ``3.0``, ``"3"`` or ``True`` (a YAML typo stays an error).
 Whole = Annotated[int, Strict()]
@@ -38,6 +38,11 @@ Whole = Annotated[int, Strict()]
 Flag = Annotated[bool, Strict()]
 #: A string, never a number that YAML read from an unquoted value.
 Text = Annotated[str, Strict()]
+
+
+#: A seed: what numpy's and the harness's generators take (0 .. 2**32 - 1).
+MAX_SEED = 2**32 - 1
+Seed = Annotated[int, Strict(), Field(ge=0, le=MAX_SEED)]
 
 
 def _no_flag(value: Any) -> Any:

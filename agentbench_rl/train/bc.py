@@ -9,7 +9,7 @@ log-likelihood of those answer tokens.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,10 +17,11 @@ import torch
 
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.models.policy import Policy, pack, response_logprobs
 from agentbench_rl.prompting import PromptConfig, build_prompt, expert_response
 from agentbench_rl.rollout.episode import Episode
-from agentbench_rl.rollout.scripted import scripted_steps, train_task_ids
+from agentbench_rl.rollout.scripted import scripted_steps
 from agentbench_rl.train.config import BCConfig
 
 
@@ -32,23 +33,15 @@ class ExpertRow:
     action: str
 
 
-def expert_rows(
-    env_name: str,
-    env_kwargs: dict[str, Any],
-    prompt: PromptConfig,
-    episodes: int,
-    seed: int,
-    split: str = "train",
-    categories: Sequence[str] = (),
-) -> list[ExpertRow]:
-    """The steps of ``episodes`` expert episodes on tasks of ``split`` (of ``categories`` when
-    given) drawn from ``seed``,
-    played through the episode driver (so the prompts show the history training shows)."""
-    tasks = train_task_ids(env_name, split, episodes, seed, categories)
+def expert_rows(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) -> list[ExpertRow]:
+    """The steps of ``episodes`` expert episodes on tasks of ``env`` (its split, of its
+    categories when given) drawn from ``seed``, played through the episode driver (so the
+    prompts show the history training shows)."""
+    tasks = env.draw_tasks(episodes, seed, what="train_categories")
     return [
         ExpertRow(
             build_prompt(
-                env_name,
+                env.name,
                 episode.observation,
                 episode.history,
                 episode.info["admissible_actions"],
@@ -56,9 +49,7 @@ def expert_rows(
             ),
             action,
         )
-        for episode, action in scripted_steps(
-            env_name, env_kwargs, tasks, seed, lambda index: _expert, split
-        )
+        for episode, action in scripted_steps(env, tasks, seed, lambda index: _expert)
     ]
 
 

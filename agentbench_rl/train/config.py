@@ -28,9 +28,11 @@ from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
 from agentbench_rl.rollout.batched import Reward
+from agentbench_rl.spec.assignments import parse_assignment
 from agentbench_rl.spec.typed import (
     Flag,
     Number,
+    Seed,
     Spec,
     Text,
     Whole,
@@ -39,7 +41,7 @@ from agentbench_rl.spec.typed import (
 )
 
 if TYPE_CHECKING:
-    from agentbench_rl.harness.evaluate import EvalConfig
+    from agentbench_rl.harness.config import EvalConfig
 
 #: Field metadata of a setting that changes no number of a run: where or how fast it runs, or
 #: how long it goes on. :meth:`TrainConfig.identity` leaves these out, so a run may resume with
@@ -88,9 +90,6 @@ SECTIONS: dict[str, tuple[str, ...]] = {
 }
 
 Positive = Annotated[Whole, Field(ge=1)]
-#: A seed: what numpy's and the harness's generators take (0 .. 2**32 - 1).
-MAX_SEED = 2**32 - 1
-Seed = Annotated[Whole, Field(ge=0, le=MAX_SEED)]
 #: The largest counts a run takes (a typo of a few digits is refused before any work, not
 #: found out hours later): iterations, tasks and trajectories per iteration, Ray env actors,
 #: steps and tokens of an episode.
@@ -300,6 +299,16 @@ class TrainConfig(Spec):
             max_steps=self.max_steps,
         )
 
+    def val_env(self) -> EnvSpec:
+        """The env the run validates on."""
+        return EnvSpec(
+            name=self.env,
+            split=self.val_split,
+            kwargs=self.env_kwargs,
+            categories=tuple(self.val_categories),
+            max_steps=self.max_steps,
+        )
+
     def prompt_config(self) -> PromptConfig:
         """The prompt settings the policy is trained (and evaluated) with."""
         return PromptConfig(
@@ -355,17 +364,13 @@ class TrainConfig(Spec):
             >>> TrainConfig(val_greedy=True).validation_eval(Path("run/val-policy")).agent
             'hf:run/val-policy?greedy=true'
         """
-        from agentbench_rl.harness.evaluate import EvalConfig
+        from agentbench_rl.harness.config import EvalConfig
 
         return EvalConfig(
-            env=self.env,
-            split=self.val_split,
+            env=self.val_env(),
             agent=f"hf:{policy}" + ("?greedy=true" if self.val_greedy else ""),
             seeds=list(self.val_seeds),
             limit=self.val_limit,
-            max_steps=self.max_steps,
-            env_kwargs=dict(self.env_kwargs),
-            categories=list(self.val_categories) or None,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -503,17 +508,9 @@ def apply_overrides(config: TrainConfig, overrides: Sequence[str]) -> TrainConfi
         >>> config.bc.epochs, config.estimator_params, config.val_limit, config.learning_rate
         (3, {'omega': 0.5}, None, 0.0001)
     """
-    import yaml  # the train extra's; imported here so the config's defaults need no extra
-
     values = config.model_dump()
     for override in overrides:
-        key, sep, text = override.partition("=")
-        if not sep or not key:
-            raise ValueError(f"override '{override}': expected key=value")
-        try:
-            value = yaml.safe_load(text) if text else ""
-        except yaml.YAMLError:
-            value = text
+        key, value = parse_assignment(override, "override", dotted=True)
         parts = key.split(".")
         target: Any = values
         model: type[BaseModel] | None = TrainConfig

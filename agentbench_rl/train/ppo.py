@@ -47,7 +47,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -79,8 +79,9 @@ from agentbench_rl.rollout.batched import (
     rollout_groups,
     success_rewards,
 )
-from agentbench_rl.rollout.scripted import tokenizer_texts, train_task_ids
+from agentbench_rl.rollout.scripted import tokenizer_texts
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
+from agentbench_rl.spec.records import MetricsRow, with_figures
 from agentbench_rl.spec.run_folder import (
     DONE_FILE,
     POLICY,
@@ -147,18 +148,12 @@ def initial_policy(
         check_start(cache)
         stats = json.loads((cache / DONE_FILE).read_text("utf-8"))
         return load_policy(cache, config, device), stats
-    env_kwargs = config.train_env().make_kwargs()
     warm_seed = config.warm_start_seed()
     image_processor = None
     if config.model in ("tiny", "tiny-vl"):
         sizes = config.tiny if config.model == "tiny" else config.tiny_vl
         texts = tokenizer_texts(
-            config.env,
-            env_kwargs,
-            config.prompt_config(),
-            sizes.tokenizer_episodes,
-            warm_seed,
-            config.train_split,
+            config.train_env(), config.prompt_config(), sizes.tokenizer_episodes, warm_seed
         )
         if config.model == "tiny":
             model, tokenizer = build_tiny(texts, config.tiny, warm_seed)
@@ -172,13 +167,10 @@ def initial_policy(
     if not config.bc.enabled:
         return policy, {}
     rows = expert_rows(
-        config.env,
-        env_kwargs,
+        config.train_env(),
         config.prompt_config(),
         config.bc.episodes,
         seed_from(warm_seed, "bc-tasks"),
-        config.train_split,
-        config.train_categories,
     )
     bar = progress.add_task("behaviour cloning", total=None) if progress else None
 
@@ -229,12 +221,8 @@ def iteration_rollout(
     Tasks, env seeds and the sampler are seeded from (seed, iteration) alone, so every
     estimator of one seed draws the same tasks at an iteration (paired runs).
     """
-    tasks = train_task_ids(
-        config.env,
-        config.train_split,
-        config.n_tasks,
-        seed_from(config.seed, "tasks", iteration),
-        config.train_categories,
+    tasks = config.train_env().draw_tasks(
+        config.n_tasks, seed_from(config.seed, "tasks", iteration), what="train_categories"
     )
     sampler = torch.Generator().manual_seed(seed_from(config.seed, "rollout", iteration) % 2**63)
     return rollout_groups(
@@ -460,13 +448,12 @@ def ppo_update(
 
 
 # ---------------------------------------------------------------------- validation and logging
-def validate(
-    policy: Policy, config: TrainConfig, run: RunFolder, iteration: int
-) -> dict[str, float]:
+def validate(policy: Policy, config: TrainConfig, run: RunFolder, iteration: int) -> MetricsRow:
     """Evaluate the policy on the val split through the harness: the in-memory policy plays as
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
     folder that replays them); results in ``run/val/iter-NNNN``. Episodes play in lockstep
     batches of ``forward_batch_size`` (one batched forward per step), which changes no number."""
+    from agentbench_rl.harness.config import RunOptions
     from agentbench_rl.harness.evaluate import evaluate
 
     folder = run.validation_policy
@@ -475,9 +462,8 @@ def validate(
     summary = evaluate(
         eval_config,
         run.validation(iteration),
-        resume=True,
+        RunOptions(resume=True, batch_size=config.forward_batch_size),
         agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
-        batch_size=config.forward_batch_size,
     )
     return {
         "val_success": float(summary["success"]["mean"]),
@@ -491,7 +477,7 @@ def validate(
     }
 
 
-def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
+def rollout_metrics(rollout: RolloutBatch) -> MetricsRow:
     """Success, return, length and invalid rate of the iteration's trajectories, and the share
     of groups whose trajectories all succeeded or all failed (``train/uniform_groups``: with the
     success reward their episode returns are equal, so an episode-level advantage is 0 there).
@@ -520,14 +506,15 @@ def rollout_metrics(rollout: RolloutBatch) -> dict[str, float]:
     }
 
 
-def _json_ready(values: dict[str, Any]) -> dict[str, Any]:
+def _json_ready(row: MetricsRow) -> MetricsRow:
+    """The row's JSON values (numpy scalars as Python numbers; anything else left out)."""
     ready: dict[str, Any] = {}
-    for key, value in values.items():
+    for key, value in row.items():
         if isinstance(value, np.generic):
             value = value.item()
         if isinstance(value, bool | int | float | str) or value is None:
             ready[key] = value
-    return ready
+    return cast(MetricsRow, ready)
 
 
 @dataclass(frozen=True)
@@ -538,7 +525,7 @@ class StartPoint:
 
     checkpoint: Path | None = None
     iteration: int = 0
-    metrics: tuple[dict[str, Any], ...] = ()
+    metrics: tuple[MetricsRow, ...] = ()
     reference_weights: str | None = None
     #: The last iteration the metrics held when a resumed run found no checkpoint (it trains
     #: again from iteration 0, and says so); ``None`` otherwise.
@@ -651,7 +638,7 @@ def train(
     out: Path,
     resume: bool = False,
     console: Console | None = None,
-) -> list[dict[str, Any]]:
+) -> list[MetricsRow]:
     """Run (or, with ``resume``, continue) one training run into ``out``; returns its metrics.
 
     ``out`` receives ``config.yaml``, ``metrics.jsonl`` (one object per iteration),
@@ -731,11 +718,11 @@ class MetricsLog:
     is cut to the start point only when the first new row is written, so a start that fails
     before that leaves the journal as it was."""
 
-    def __init__(self, run: RunFolder, rows: list[dict[str, Any]], writer: Any) -> None:
+    def __init__(self, run: RunFolder, rows: list[MetricsRow], writer: Any) -> None:
         self.run, self.rows, self.writer = run, rows, writer
         self._cut = False
 
-    def append(self, row: dict[str, Any]) -> None:
+    def append(self, row: MetricsRow) -> None:
         """Record one iteration's row."""
         row = _json_ready(row)
         if not self._cut:
@@ -763,7 +750,7 @@ def train_iteration(
     pool: EnvPool,
     estimator: EstimatorSpec,
     iteration: int,
-) -> dict[str, Any]:
+) -> MetricsRow:
     """Steps 2-4 of the module docstring for one iteration; returns its metrics row."""
     began = time.perf_counter()
     # 2. rollouts: G trajectories on each of N train tasks, in lockstep
@@ -797,7 +784,7 @@ def train_iteration(
     if learner.engine is not None:
         learner.engine.sync()  # push the new weights to the rollout engine
     updated = time.perf_counter()
-    return {
+    row: MetricsRow = {
         "iteration": iteration,
         **rollout_metrics(rollout),
         "adv/raw_mean": float(raw.mean()),
@@ -806,18 +793,19 @@ def train_iteration(
         "adv/std": float(advantages.std()),
         "adv/min": float(advantages.min()),
         "adv/max": float(advantages.max()),
-        **{f"est/{k}": v for k, v in result.diagnostics.items()},
-        **update,
-        **engine_stats,
+    }
+    named = {f"est/{k}": v for k, v in result.diagnostics.items()} | update | engine_stats
+    timed: MetricsRow = {
         "time/rollout_s": rolled - began,
         "time/estimator_s": estimated - rolled,
         "time/update_s": updated - estimated,
     }
+    return {**with_figures(row, named), **timed}
 
 
 def _train(
     config: TrainConfig, run: RunFolder, resume: bool, console: Console | None
-) -> list[dict[str, Any]]:
+) -> list[MetricsRow]:
     device = resolve_device(config.device)  # a missing GPU is refused before any write
     point = _prepare_run(config, run, resume)
     if point.held and console is not None:
@@ -836,7 +824,10 @@ def _train(
         try:
             if point.iteration == 0 and not metrics.rows:  # iteration 0: validated, not trained
                 began = time.perf_counter()
-                row = {"iteration": 0, **start_stats, **validate(learner.policy, config, run, 0)}
+                row: MetricsRow = {
+                    **with_figures({"iteration": 0}, start_stats),  # bc/... of the warm start
+                    **validate(learner.policy, config, run, 0),
+                }
                 metrics.append({**row, "time/val_s": time.perf_counter() - began})
             for iteration in range(point.iteration + 1, config.iterations + 1):
                 began = time.perf_counter()

@@ -36,6 +36,7 @@ from rich.table import Table
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.extras import install_hint
 from agentbench_rl.harness.stats import paired_difference, t_interval, threshold_crossing
+from agentbench_rl.spec.records import MetricsRow
 from agentbench_rl.spec.run_folder import RunFolder
 from agentbench_rl.train.config import (
     TrainConfig,
@@ -220,7 +221,7 @@ def run_sweep(
     return summarize_sweep(sweep, overrides, console)
 
 
-def validation_curve(rows: Sequence[dict[str, Any]]) -> dict[int, float]:
+def validation_curve(rows: Sequence[MetricsRow]) -> dict[int, float]:
     """Iteration -> validation success of one run."""
     return {int(r["iteration"]): float(r["val_success"]) for r in rows if "val_success" in r}
 

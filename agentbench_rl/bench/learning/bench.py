@@ -28,8 +28,8 @@ from rich.table import Table
 from agentbench_rl.bench.learning.family import FAMILY
 from agentbench_rl.bench.learning.loop import (
     ORACLE,
-    EstimatorSpec,
     JobResult,
+    Learner,
     LearningConfig,
     check_oracle_params,
     default_estimators,
@@ -46,19 +46,20 @@ from agentbench_rl.bench.learning.report import (
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.estimators.registry import resolve
 from agentbench_rl.progress import progress_display
+from agentbench_rl.spec.assignments import parse_assignments
 
 
-def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[EstimatorSpec]:
+def learners(labels: Sequence[str], params: Sequence[str]) -> list[Learner]:
     """Parse ``--estimator`` labels and apply each ``--param key=value`` to every estimator
     that takes ``key``; raise ``ValueError`` for an unknown estimator, a parameter no selected
     estimator takes, or a value out of range.
 
     Example:
-        >>> [s.params for s in estimator_specs(["grpo", "gigpo"], ["omega=0.5"])]
+        >>> [s.params for s in learners(["grpo", "gigpo"], ["omega=0.5"])]
         [{}, {'omega': 0.5}]
     """
-    specs = [EstimatorSpec.parse(label) for label in labels]
-    extra = EstimatorSpec.parse("params:" + ",".join(params)).params if params else {}
+    specs = [Learner.parse(label) for label in labels]
+    extra = parse_assignments(params, "--param")
     used: set[str] = set()
     result = []
     for spec in specs:
@@ -67,7 +68,7 @@ def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[Estima
             used.update(merged)
             merged.update(spec.params)
             check_oracle_params(merged)
-            result.append(EstimatorSpec(spec.label, spec.name, merged))
+            result.append(Learner(spec.label, spec.name, merged))
             continue
         estimator = resolve(spec.name)
         # every estimator, entry points included, is declared (estimators/registry.py)
@@ -75,7 +76,7 @@ def estimator_specs(labels: Sequence[str], params: Sequence[str]) -> list[Estima
         used.update(merged)
         merged.update(spec.params)
         estimator.check_params(merged)
-        result.append(EstimatorSpec(spec.label, spec.name, merged))
+        result.append(Learner(spec.label, spec.name, merged))
     unused = sorted(set(extra) - used)
     if unused:
         raise ValueError(f"learning: no selected estimator takes parameter(s) {', '.join(unused)}")
@@ -96,7 +97,7 @@ def _job_path(out: Path, mdp_name: str, label: str) -> Path:
     return out / "jobs" / f"{mdp_name}--{safe}.json"
 
 
-def _job_key(mdp_name: str, spec: EstimatorSpec, seeds: list[int], config: LearningConfig) -> Any:
+def _job_key(mdp_name: str, spec: Learner, seeds: list[int], config: LearningConfig) -> Any:
     return {
         "mdp": mdp_name,
         "estimator": spec.name,
@@ -118,7 +119,7 @@ def _load_job(path: Path, key: Any) -> JobResult | None:
 
 
 def _run_and_store(
-    mdp_name: str, spec: EstimatorSpec, seeds: list[int], config: LearningConfig, path: Path
+    mdp_name: str, spec: Learner, seeds: list[int], config: LearningConfig, path: Path
 ) -> tuple[str, str, JobResult]:
     result = run_job(mdp_name, spec, seeds, config)
     payload = {
@@ -154,7 +155,7 @@ def run(
         raise ValueError(f"learning: seeds must be >= 2 (paired intervals), got {seeds}")
     if iterations < 1 or workers < 1:
         raise ValueError("learning: iterations and workers must be >= 1")
-    specs = estimator_specs(estimators or default_estimators(), params)
+    specs = learners(estimators or default_estimators(), params)
     config = LearningConfig(iterations=iterations)
     seed_list = list(range(seeds))
     (out / "jobs").mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,6 @@ workers or the order jobs run in.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,17 +42,19 @@ from agentbench_rl.bench.learning.ppo import PPOSettings, Rows, TabularAdam, ppo
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.estimators import compute, runnable
+from agentbench_rl.spec.assignments import parse_named
 from agentbench_rl.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
-class EstimatorSpec:
-    """An estimator under a label: its registry name and the parameters it runs with.
+class Learner:
+    """What one learning run trains with, under a label: a registry estimator and the
+    parameters it runs with, or the :data:`ORACLE` (a label of the testbed, not an estimator).
 
     Example:
-        >>> spec = EstimatorSpec.parse("gigpo:anchor=state,omega=0.5")
-        >>> spec.name, spec.params
-        ('gigpo', {'anchor': 'state', 'omega': 0.5})
+        >>> learner = Learner.parse("gigpo:anchor=state,omega=0.5")
+        >>> learner.label, learner.name, learner.params
+        ('gigpo:anchor=state,omega=0.5', 'gigpo', {'anchor': 'state', 'omega': 0.5})
     """
 
     label: str
@@ -61,25 +62,16 @@ class EstimatorSpec:
     params: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str) -> EstimatorSpec:
-        """``name`` or ``name:key=value,key=value`` (values read as JSON where they parse, as
-        numbers, booleans and null, else kept as text: the testbed needs no YAML library).
+    def parse(cls, text: str) -> Learner:
+        """``name`` or ``name:key=value,key=value`` (read by
+        :func:`~agentbench_rl.spec.assignments.parse_named`), labelled by the text as typed.
 
         Example:
-            >>> EstimatorSpec.parse("gigpo:anchor=state,omega=0.5").params
+            >>> Learner.parse("gigpo:anchor=state,omega=0.5").params
             {'anchor': 'state', 'omega': 0.5}
         """
-        name, _, rest = text.partition(":")
-        params: dict[str, Any] = {}
-        for item in filter(None, rest.split(",")):
-            key, equals, value = item.partition("=")
-            if not equals or not key:
-                raise ValueError(f"estimator '{text}': expected name:key=value,..., got '{item}'")
-            try:
-                params[key.strip()] = json.loads(value)
-            except json.JSONDecodeError:
-                params[key.strip()] = value.strip()
-        return cls(text, name.strip(), params)
+        name, params = parse_named(text)
+        return cls(text, name, params)
 
 
 #: The label of the exact advantage of the current policy (see the module docstring, step 3).
@@ -323,14 +315,12 @@ class JobResult:
     diagnostics: dict[str, float]
 
 
-def run_job(
-    mdp_name: str, spec: EstimatorSpec, seeds: list[int], config: LearningConfig
-) -> JobResult:
+def run_job(mdp_name: str, spec: Learner, seeds: list[int], config: LearningConfig) -> JobResult:
     """Train one estimator on one MDP for every seed; J after every iteration.
 
     Example:
         >>> config = LearningConfig(iterations=2, tasks=2, group_size=4)
-        >>> result = run_job("lucky_rare", EstimatorSpec("grpo", "grpo"), [0, 1], config)
+        >>> result = run_job("lucky_rare", Learner("grpo", "grpo"), [0, 1], config)
         >>> result.curves.shape
         (2, 3)
     """

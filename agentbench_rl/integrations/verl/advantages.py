@@ -11,10 +11,10 @@ home trainer does (``train/ppo.py``):
 - reward = ``success_reward`` on the last step of a won trajectory (``reward="success"``) or the
   env's own step reward (``reward="env"``),
 
-then ``compute(name, batch, **params)`` and the trainer's ``advantage_norm``; every token of a
-row's response gets the row's advantage. Rows verl added only to pad the batch to a divisible
-size (tag ``is_padding``; they copy the first real row's fields, step record included) are
-skipped and get advantage 0.
+then the run's ``EstimatorSpec.compute(batch)`` and the trainer's ``advantage_norm``; every
+token of a row's response gets the row's advantage. Rows verl added only to pad the batch to a
+divisible size (tag ``is_padding``; they copy the first real row's fields, step record
+included) are skipped and get advantage 0.
 
 Nothing here imports verl, so this part is tested in the main environment too.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
-from agentbench_rl.estimators import EstimatorResult, compute
+from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
 from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.rollout.batched import training_reward
 
@@ -114,8 +114,7 @@ def row_advantages(
     sessions: Sequence[Any],
     records: Sequence[Mapping[str, Any] | None],
     padding: Sequence[bool],
-    estimator: str,
-    params: Mapping[str, Any],
+    estimator: EstimatorSpec,
     reward: str = "success",
     success_reward: float = 10.0,
     advantage_norm: str = "none",
@@ -127,14 +126,15 @@ def row_advantages(
         >>> def step(success):
         ...     return {"t": 0, "reward": 0.0, "obs_key": "o", "state_key": "s",
         ...             "action_key": "up", "valid": True, "success": success, "steps": 1}
+        >>> grpo = EstimatorSpec("grpo", {"norm": "mean"})
         >>> advantages, _ = row_advantages(["u", "pad", "u"], [0, 0, 1],
         ...                                [step(True), step(True), step(False)],
-        ...                                [False, True, False], "grpo", {"norm": "mean"})
+        ...                                [False, True, False], grpo)
         >>> advantages.tolist()   # rewards 10 and 0, mean 5; the padding row gets 0
         [5.0, 0.0, -5.0]
     """
     batch, keep = step_batch_from_rows(uids, sessions, records, padding, reward, success_reward)
-    result = compute(estimator, batch, **dict(params))
+    result = estimator.compute(batch)
     advantages = np.zeros(len(uids), dtype=np.float64)
     advantages[keep] = normalize_advantages(
         np.asarray(result.advantages, dtype=np.float64), advantage_norm

@@ -34,9 +34,8 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs import make
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY
-from agentbench_rl.integrations.verl.config import VerlSettings
+from agentbench_rl.integrations.verl.config import train_config_of
 from agentbench_rl.prompting import HistoryStep, build_prompt, format_ok
 from agentbench_rl.rollout.batched import training_reward
 from agentbench_rl.rollout.episode import action_valid, history_step, step_fields
@@ -53,36 +52,38 @@ def reset_seed(seed: int, global_step: int, task_id: str) -> int:
 
 
 class AgentBenchAgentLoop(AgentLoopBase):
-    """Plays one episode of ``settings.env`` on the row's task; one output per step.
+    """Plays one episode of the run's env on the row's task; one output per step.
 
     The dataset row (``agentbench-rl verl-data``) names the task in ``extra_info``
-    (``task_id``, ``split``); ``settings`` comes from the run's ``agent_loop.yaml``, which is
-    also what registers this loop with verl. It is deliberately not decorated with verl's
-    ``register``: importing this module (Hydra does, on the first instantiation) would replace
-    the file's registry entry by a bare ``_target_`` and lose the settings for every later one.
+    (``task_id``, ``split``); ``config``, the run's whole
+    :class:`~agentbench_rl.train.config.TrainConfig`, comes from the run's ``agent_loop.yaml``,
+    which is also what registers this loop with verl. It is deliberately not decorated with
+    verl's ``register``: importing this module (Hydra does, on the first instantiation) would
+    replace the file's registry entry by a bare ``_target_`` and lose the config for every later
+    one.
     """
 
-    def __init__(self, *args: Any, settings: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, config: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.settings = VerlSettings.from_mapping(settings)
+        self.train_config = train_config_of(config)
         self.response_length = int(self.rollout_config.response_length)
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> list[AgentLoopOutput]:
         """Play the episode; returns its steps as verl outputs."""
-        settings = self.settings
+        config = self.train_config
         extra = kwargs.get("extra_info") or {}
         task_id = str(extra["task_id"])
-        split = str(extra.get("split", settings.train_split))
+        split = str(extra.get("split", config.train_split))
         global_step = int(kwargs.get("global_steps", 0) or 0)
-        prompt_config = settings.prompt_config()
+        prompt_config = config.prompt_config()  # generate mode: verl samples free text
         loop = asyncio.get_running_loop()
 
-        env = make(settings.env, split=split, **settings.env_kwargs)
+        env = (config.val_env() if split == config.val_split else config.train_env()).make()
         try:
             observation, info = await loop.run_in_executor(
                 None,
                 lambda: env.reset(
-                    seed=reset_seed(settings.seed, global_step, task_id),
+                    seed=reset_seed(config.seed, global_step, task_id),
                     options={"task_id": task_id},
                 ),
             )
@@ -136,7 +137,7 @@ class AgentBenchAgentLoop(AgentLoopBase):
             record.update(success=won, steps=len(outputs))
         final = outputs[-1]
         final.reward_score = sum(
-            training_reward(record, settings.reward, settings.success_reward) for record in records
+            training_reward(record, config.reward, config.success_reward) for record in records
         )
         final.extra_fields["reward_extra_info"] = {
             "success": float(won),

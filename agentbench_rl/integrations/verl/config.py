@@ -44,13 +44,10 @@ else of verl's is set with ``verl.KEY=VALUE`` overrides (``verl.trainer.n_gpus_p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from agentbench_rl.prompting import PromptConfig
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -70,52 +67,6 @@ VERL_OVERRIDE_PREFIX = "verl."
 VALIDATION_SETTINGS = ("val_greedy", "val_seeds")
 
 
-@dataclass
-class VerlSettings:
-    """What our agent loop and advantage step need at run time, in every Ray process.
-
-    They travel in the agent-loop file verl loads itself (``agent_loop_config_path``), so no
-    plugin or environment variable has to reach the workers.
-    """
-
-    env: str
-    env_kwargs: dict[str, Any] = field(default_factory=dict)
-    train_split: str = "train"
-    val_split: str = "val"
-    history: int = 2
-    history_observations: bool = True
-    instruction: str | None = None
-    seed: int = 0
-    estimator: str = "gigpo"
-    estimator_params: dict[str, Any] = field(default_factory=dict)
-    advantage_norm: str = "none"
-    reward: str = "success"
-    success_reward: float = 10.0
-
-    def prompt_config(self) -> PromptConfig:
-        """The prompt settings (always ``generate`` mode: verl samples free text)."""
-        return PromptConfig(
-            history=self.history,
-            history_observations=self.history_observations,
-            mode="generate",
-            instruction=self.instruction,
-        )
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> VerlSettings:
-        """Settings from a plain mapping (an ``agent_loop.yaml`` entry or a Hydra node).
-
-        Example:
-            >>> VerlSettings.from_mapping({"env": "sokoban", "estimator": "grpo"}).estimator
-            'grpo'
-        """
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"verl settings: unknown key(s) {', '.join(unknown)}")
-        return cls(**{key: _plain(value) for key, value in values.items()})
-
-
 def _plain(value: Any) -> Any:
     """A Hydra/OmegaConf node as plain Python (dicts and lists), anything else as it is."""
     try:
@@ -127,13 +78,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def settings_from_config(config: TrainConfig) -> VerlSettings:
-    """The run-time settings of a training config (rejects what verl cannot do).
+def check_verl_config(config: TrainConfig) -> TrainConfig:
+    """``config``, checked for what verl cannot do (before any work); the config itself is
+    what verl's workers read (:func:`write_agent_loop_file`).
 
     Example:
         >>> from agentbench_rl.train.config import TrainConfig
-        >>> settings_from_config(TrainConfig(env="sokoban", estimator="grpo")).estimator_params
-        {'invalid_penalty': 0.1}
+        >>> check_verl_config(TrainConfig(env="sokoban", estimator="grpo")).estimator
+        'grpo'
     """
     config.check()
     if config.needs_hidden():
@@ -162,38 +114,39 @@ def settings_from_config(config: TrainConfig) -> VerlSettings:
             "checkpoints through the harness (agentbench-rl eval --agent 'hf:FOLDER?greedy=true' "
             "--seeds 0 1 2)"
         )
-    return VerlSettings(
-        env=config.env,
-        env_kwargs=config.train_env().make_kwargs(),
-        train_split=config.train_split,
-        val_split=config.val_split,
-        history=config.history,
-        history_observations=config.history_observations,
-        instruction=config.instruction,
-        seed=config.seed,
-        estimator=config.estimator,
-        estimator_params=dict(config.estimator_spec().params),
-        advantage_norm=config.advantage_norm,
-        reward=config.reward,
-        success_reward=config.success_reward,
-    )
+    return config
 
 
-def write_agent_loop_file(settings: VerlSettings, folder: Path) -> Path:
-    """Write the agent-loop file verl reads (``agent_loop_config_path``); returns its path."""
+def write_agent_loop_file(config: TrainConfig, folder: Path) -> Path:
+    """Write the agent-loop file verl reads (``agent_loop_config_path``), carrying the whole
+    training config to every Ray process (no plugin or environment variable has to reach the
+    workers); returns its path."""
     path = Path(folder) / AGENT_LOOP_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    entry = {"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "settings": asdict(settings)}
+    entry = {"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET, "config": config.to_dict()}
     path.write_text(yaml.safe_dump([entry], sort_keys=False), "utf-8")
     return path
 
 
-def read_settings(path: str | Path) -> VerlSettings:
-    """The settings of the ``agentbench`` entry of an agent-loop file."""
+def train_config_of(values: Any) -> TrainConfig:
+    """The training config an agent-loop entry carries (a mapping or a Hydra node), checked as
+    it is read."""
+    from agentbench_rl.train.config import config_from_dict
+
+    return config_from_dict(_plain(values))
+
+
+def read_agent_loop_config(path: str | Path) -> TrainConfig:
+    """The training config of the ``agentbench`` entry of an agent-loop file."""
     entries = yaml.safe_load(Path(path).read_text("utf-8")) or []
     for entry in entries:
         if entry.get("name") == AGENT_NAME:
-            return VerlSettings.from_mapping(entry.get("settings") or {})
+            if "config" not in entry:
+                raise ValueError(
+                    f"{path}: written by an older agentbench-rl (no training config); "
+                    "launch the run again with agentbench-rl train --engine verl --resume"
+                )
+            return train_config_of(entry["config"])
     raise ValueError(f"{path}: no agent loop named '{AGENT_NAME}'")
 
 

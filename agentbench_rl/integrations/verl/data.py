@@ -10,69 +10,52 @@ are then ``<split>-0`` .. ``<split>-<size-1>``.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from agentbench_rl.core.atomic import atomic_write_bytes
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.integrations.verl.config import AGENT_NAME
 
 
-def split_tasks(
-    env: str, split: str, size: int | None = None, categories: Sequence[str] = ()
-) -> list[str]:
-    """The task ids of a split: all of a fixed split (those of ``categories`` when given, as the
-    home trainer's ``train_categories``; the first ``size`` when given), or ``size`` generated
-    ids of an unbounded one.
+def split_tasks(env: EnvSpec, size: int | None = None) -> list[str]:
+    """The task ids of ``env``'s split: all of a fixed split (those of its categories when
+    given, as the home trainer's ``train_categories``; the first ``size`` when given), or
+    ``size`` generated ids of an unbounded one.
 
     Example:
-        >>> split_tasks("sokoban", "train", size=2)
+        >>> split_tasks(EnvSpec(name="sokoban", split="train"), size=2)
         ['train-0', 'train-1']
-        >>> split_tasks("textcraft", "train", size=1, categories=["depth-1"])
+        >>> split_tasks(EnvSpec(name="textcraft", split="train", categories=("depth-1",)), 1)
         ['acacia_planks']
     """
-    from agentbench_rl.envs import env_class, resolve
-    from agentbench_rl.rollout.scripted import tasks_in_categories
-
-    name = resolve(env).name
-    cls = env_class(name)
-    if split not in cls.splits():
-        raise ValueError(
-            f"env '{name}' has no split '{split}' (choose from {', '.join(cls.splits())})"
-        )
     if size is not None and size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
-    try:
-        ids = list(cls.task_ids(split))
-    except ValueError:  # an unbounded split: ids are <split>-<n>
-        tasks_in_categories(name, split, None, categories)  # refuses categories
-        if size is None:
-            raise ValueError(
-                f"split '{split}' of '{name}' has no fixed task list: give its size"
-            ) from None
-        return [f"{split}-{n}" for n in range(size)]
-    ids = tasks_in_categories(name, split, ids, categories)
-    return ids[:size] if size is not None else ids
+    if env.fixed():
+        ids = env.tasks(what="train_categories")
+        return ids[:size] if size is not None else ids
+    env.draw_tasks(0, 0, what="train_categories")  # refuses categories, in one line
+    if size is None:
+        raise ValueError(
+            f"split '{env.split}' of '{env.name}' has no fixed task list: give its size"
+        )
+    return [f"{env.split}-{n}" for n in range(size)]
 
 
-def task_rows(
-    env: str, split: str, size: int | None = None, categories: Sequence[str] = ()
-) -> pd.DataFrame:
+def task_rows(env: EnvSpec, size: int | None = None) -> pd.DataFrame:
     """The dataset rows (verl's columns: data_source, prompt, agent_name, reward_model,
     extra_info).
 
     Example:
-        >>> rows = task_rows("sokoban", "test", size=2)
+        >>> rows = task_rows(EnvSpec(name="sokoban", split="test"), size=2)
         >>> rows.loc[1, "extra_info"]["task_id"], rows.loc[1, "agent_name"]
         ('test-0001', 'agentbench')
     """
-    from agentbench_rl.envs import resolve
-
-    name = resolve(env).name
+    name, split = env.name, env.split
     rows: list[dict[str, Any]] = []
-    for index, task_id in enumerate(split_tasks(name, split, size, categories)):
+    for index, task_id in enumerate(split_tasks(env, size)):
         rows.append(
             {
                 "data_source": f"agentbench/{name}",
@@ -85,11 +68,10 @@ def task_rows(
     return pd.DataFrame(rows)
 
 
-def write_split(
-    env: str, split: str, path: Path, size: int | None = None, categories: Sequence[str] = ()
-) -> int:
-    """Write a split's rows to ``path`` (parquet, atomically); returns the number of rows."""
-    rows = task_rows(env, split, size, categories)
+def write_split(env: EnvSpec, path: Path, size: int | None = None) -> int:
+    """Write ``env``'s split's rows to ``path`` (parquet, atomically); returns the number of
+    rows."""
+    rows = task_rows(env, size)
     buffer = io.BytesIO()
     try:
         rows.to_parquet(buffer, index=False)

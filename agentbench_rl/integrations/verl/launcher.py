@@ -26,8 +26,8 @@ from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.extras import install_hint
 from agentbench_rl.integrations.verl.config import (
     check_supported,
+    check_verl_config,
     compose,
-    settings_from_config,
     verl_overrides,
     write_agent_loop_file,
 )
@@ -65,7 +65,7 @@ def prepare_run(
     from agentbench_rl.train.config import dump_config, read_run_config
 
     run = Path(run)
-    settings = settings_from_config(config)  # rejects what verl cannot do, before any work
+    check_verl_config(config)  # rejects what verl cannot do, before any work
     ours = dump_config(config)
     config_file = RunFolder(run).config_file
     if config_file.exists():
@@ -79,21 +79,24 @@ def prepare_run(
         changed = config.identity_changes(stored, with_iterations=True)
         if changed:
             raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
-    splits = {"train": config.train_split, "val": config.val_split}
-    data = {part: run / DATA_FOLDER / f"{part}.parquet" for part in splits}
-    categories = {"train": config.train_categories, "val": []}
+    # verl's val data holds the whole val split: verl does not validate while training here
+    envs = {
+        "train": config.train_env(),
+        "val": config.val_env().model_copy(update={"categories": ()}),
+    }
+    data = {part: run / DATA_FOLDER / f"{part}.parquet" for part in envs}
     sizes = data_sizes(config)
-    split_tasks(config.env, config.train_split, sizes["train"], categories["train"])  # refuses
+    split_tasks(envs["train"], sizes["train"])  # refuses what cannot be drawn
     # verl checks its config before anything is written
     verl_config = compose([*verl_overrides(config, run, data), *verl_extra])
     check_supported(verl_config)
     run.mkdir(parents=True, exist_ok=True)
-    for part, split in splits.items():
+    for part, env in envs.items():
         try:
-            write_split(config.env, split, data[part], sizes[part], categories[part])
+            write_split(env, data[part], sizes[part])
         except ValueError:  # an unbounded val split: as many tasks as one step plays
-            write_split(config.env, split, data[part], config.n_tasks, categories[part])
-    write_agent_loop_file(settings, run)
+            write_split(env, data[part], config.n_tasks)
+    write_agent_loop_file(config, run)
     atomic_write_text(run / VERL_CONFIG_FILE, OmegaConf.to_yaml(verl_config))
     atomic_write_text(config_file, ours)
     return verl_config

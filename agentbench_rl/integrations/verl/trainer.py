@@ -44,10 +44,10 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY, row_advantages
 from agentbench_rl.integrations.verl.config import (
     ADV_ESTIMATOR,
-    VerlSettings,
     check_supported,
-    read_settings,
+    read_agent_loop_config,
 )
+from agentbench_rl.train.config import TrainConfig
 
 
 def _not_through_verl(**_: Any) -> Any:
@@ -85,7 +85,7 @@ class AgentBenchTrainer(PPOTrainerSync):
     def __init__(self, config: DictConfig) -> None:
         super().__init__(config)
         path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
-        self.settings: VerlSettings = read_settings(path)
+        self.train_config: TrainConfig = read_agent_loop_config(path)
         check_supported(config)
 
     def _compute_advantage(self, batch: KVBatchMeta, metrics: dict[str, Any]) -> KVBatchMeta:
@@ -98,17 +98,16 @@ class AgentBenchTrainer(PPOTrainerSync):
         extras = list(data["extra_fields"])
         records = [extra.get(RECORD_KEY) if isinstance(extra, dict) else None for extra in extras]
         padding = [bool(tag.get("is_padding", False)) for tag in batch.tags]
-        settings = self.settings
+        config = self.train_config
         advantages, result = row_advantages(
             list(data["uid"]),
             [int(session) for session in data["session_id"]],
             records,
             padding,
-            settings.estimator,
-            settings.estimator_params,
-            settings.reward,
-            settings.success_reward,
-            settings.advantage_norm,
+            config.estimator_spec(),
+            config.reward,
+            config.success_reward,
+            config.advantage_norm,
         )
         lengths = data["response_mask"].offsets().diff()
         values = nested_constant(advantages, lengths)

@@ -1,0 +1,180 @@
+"""An evaluation as it is declared (:class:`EvalConfig`: what is played and kept, the part of a
+run its numbers depend on) and how it is run (:class:`RunOptions`: workers, batching,
+concurrency, resuming, a served env; none of them changes a number).
+
+The config is stored flat in a results folder's ``config.json`` and in ``summary.json``
+(``env``, ``split``, ``agent``, ``seeds``, ``limit``, ``max_steps``, ``episodes_format``,
+``save_trajectories``, ``env_kwargs``, ``categories``), as it always has been:
+:meth:`EvalConfig.record` writes that form and :meth:`EvalConfig.read` (or the constructor)
+takes it, so folders and submissions written before the env became an
+:class:`~agentbench_rl.envs.spec.EnvSpec` resume and validate as they were.
+
+Example:
+    >>> config = EvalConfig(env="textcraft", split="test", agent="random", categories=["depth-1"])
+    >>> config.env.name, config.env.categories, config.record()["categories"]
+    ('textcraft', ('depth-1',), ['depth-1'])
+    >>> EvalConfig.read({**config.record(), "limit": 0})
+    Traceback (most recent call last):
+    ...
+    ValueError: limit must be a whole number >= 1, got 0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from agentbench_rl.envs import env_class, resolve
+from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
+from agentbench_rl.harness.sampling import stratified_sample
+from agentbench_rl.spec.typed import Flag, Seed, Spec, Text, Whole
+
+#: The most worker processes an evaluation starts (each holds its envs and agent, hundreds of
+#: MB for a model); fewer where there are fewer batches of jobs than that.
+MAX_WORKERS = 64
+#: The env's fields as the flat record names them (record name -> ``EnvSpec`` field).
+_ENV_FIELDS = {"split": "split", "env_kwargs": "kwargs", "categories": "categories"}
+
+
+class EvalConfig(Spec):
+    """Everything that defines an evaluation (module docstring): the env (an
+    :class:`~agentbench_rl.envs.spec.EnvSpec`: name, split, options, categories, step limit),
+    the agent, the seeds, a seeded sample of ``limit`` tasks, and what is written.
+
+    Checked as it is made, in one line naming the field: seeds in range and distinct, a limit
+    of at least one, a known episodes format, and everything :class:`EnvSpec` checks. What only
+    a made env or a loaded agent can tell is checked by :meth:`checked_env`.
+    """
+
+    env: EnvSpec
+    agent: Text
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1)
+    limit: Whole | None = Field(default=None, ge=1)  # None: every task
+    episodes_format: Literal["csv", "parquet"] = "csv"
+    save_trajectories: Flag = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_record(cls, values: Any) -> Any:
+        """The flat record (``env`` a name beside ``split``, ``env_kwargs``, ``categories``,
+        ``max_steps``) becomes the nested env; a nested ``env`` passes as it is."""
+        if not isinstance(values, Mapping) or not isinstance(values.get("env"), str):
+            return values
+        values = dict(values)
+        env: dict[str, Any] = {"name": resolve(values.pop("env")).name}  # unknown: one line
+        for record_name, field_name in _ENV_FIELDS.items():
+            if record_name in values:
+                env[field_name] = values.pop(record_name)
+        if env.get("categories") is None:  # the record's "every category"
+            env.pop("categories", None)
+        if "max_steps" in values:
+            env["max_steps"] = values.pop("max_steps")
+        # read here, so a bad env is one line naming its field (max_steps, not env.max_steps)
+        return {**values, "env": EnvSpec.read(env)}
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"a seed repeats: {seeds}")
+        return seeds
+
+    def record(self) -> dict[str, Any]:
+        """The flat form ``config.json`` and ``summary.json`` hold, in the file's order
+        (``categories`` ``None`` for every category)."""
+        return {
+            "env": self.env.name,
+            "split": self.env.split,
+            "agent": self.agent,
+            "seeds": list(self.seeds),
+            "limit": self.limit,
+            "max_steps": self.env.max_steps,
+            "episodes_format": self.episodes_format,
+            "save_trajectories": self.save_trajectories,
+            "env_kwargs": dict(self.env.kwargs),
+            "categories": list(self.env.categories) or None,
+        }
+
+    @classmethod
+    def record_defaults(cls) -> dict[str, Any]:
+        """The record's value of every field a config may leave out (a folder written before
+        a field existed resumes with its default)."""
+        return {
+            key: value
+            for key, value in cls(env=EnvSpec(name="sokoban", split="test"), agent="random")
+            .record()
+            .items()
+            if key not in ("env", "split", "agent")
+        }
+
+    def checked_env(self) -> TextAgentEnv[Any]:
+        """The env this evaluation plays, made once to check what only a made env, the split's
+        task list and a loaded agent can tell (a split without a fixed task list, an option the
+        env refuses, an agent that does not load); ``ValueError`` in one line."""
+        from agentbench_rl.agents import load_agent
+
+        env_class(self.env.name).task_ids(self.env.split)  # raises for unbounded splits
+        load_agent(self.agent)
+        if self.episodes_format == "parquet":
+            from agentbench_rl.extras import require
+
+            require("parquet", "--episodes-format parquet")
+        try:
+            return self.env.make()
+        except TypeError as problem:  # an env option the env does not take
+            raise ValueError(f"env '{self.env.name}': {problem}") from None
+
+    def tasks(self, env: TextAgentEnv[Any] | None = None) -> list[str]:
+        """The task ids evaluated, in split order: the whole split (its tasks of the env's
+        categories when given), or with ``limit`` a seeded sample of those stratified by
+        category (see :mod:`agentbench_rl.harness.sampling`), for which ``env`` (made if not
+        given) tells each task's category.
+
+        Example:
+            >>> config = EvalConfig(
+            ...     env="textcraft", split="test", agent="random", categories=["depth-1"], limit=3
+            ... )
+            >>> len(config.tasks())
+            3
+        """
+        ids = env_class(self.env.name).task_ids(self.env.split)
+        if not self.env.categories and (not self.limit or self.limit >= len(ids)):
+            return ids
+        categorised = self.env.categorised(env)
+        if not self.limit or self.limit >= len(categorised):
+            return list(categorised)
+        return stratified_sample(categorised, self.limit)
+
+
+class RunOptions(Spec):
+    """How an evaluation runs; none of it changes a number of the results, so a run may be
+    resumed with other values.
+
+    ``batch_size`` episodes play in lockstep per process (one agent call per step of a batch;
+    default: the ``concurrency``, else 1); ``concurrency`` caps the requests an ``openai:``
+    agent has in flight; ``env_server`` plays on the envs ``agentbench-rl serve-env`` serves
+    there (byte for byte the local episodes); ``resume`` continues the run in the folder.
+
+    Example:
+        >>> RunOptions(concurrency=4).lockstep
+        4
+        >>> RunOptions.read({"workers": 0})
+        Traceback (most recent call last):
+        ...
+        ValueError: workers must be a whole number >= 1, got 0
+    """
+
+    workers: Whole = Field(default=1, ge=1, le=MAX_WORKERS)
+    batch_size: Whole | None = Field(default=None, ge=1)
+    concurrency: Whole = Field(default=1, ge=1)
+    resume: Flag = False
+    env_server: Text | None = None
+
+    @property
+    def lockstep(self) -> int:
+        """The episodes each process plays in lockstep: ``batch_size``, else the
+        ``concurrency``."""
+        return self.concurrency if self.batch_size is None else self.batch_size
