@@ -229,7 +229,7 @@ class ExpertPolicy:
 
 def test_batched_driver_matches_rollout_group_records() -> None:
     tasks = ["test-0000", "test-0001"]
-    pool = LocalEnvPool("sokoban", 4, split="test")
+    pool = LocalEnvPool(EnvSpec(name="sokoban", split="test"), 4)
     expert = ExpertPolicy(pool.envs)
     original_step = pool.step
 
@@ -310,7 +310,7 @@ def test_training_log_probs_are_the_drawn_actions_and_keep_mass_on_actions(
     # at the sampling weights, training recomputes the stored log-prob (PPO ratio 1) and the
     # entropy of the softmax over the row's admissible actions
     policy = make_policy(tiny, temperature=2.0)
-    pool = LocalEnvPool("sokoban", 4, split="train")
+    pool = LocalEnvPool(EnvSpec(name="sokoban", split="train"), 4)
     prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
     rollout = rollout_groups(
         pool, policy, "sokoban", prompt, ["train-1", "train-2"], 2, 0, torch.Generator(), False

@@ -166,12 +166,14 @@ def test_the_campaign_file_rebuilds_the_start_its_recorded_runs_took(tmp_path: P
 @pytest.mark.slow  # starting Ray takes ~10 s
 def test_ray_env_pool_steps_like_the_local_one() -> None:
     pytest.importorskip("ray")
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.rollout.ray_workers import RayEnvPool
     from agentbench_rl.rollout.workers import LocalEnvPool
 
     jobs = [("test-0000", 1), ("test-0001", 2), ("test-0002", 3)]
-    local = LocalEnvPool("sokoban", 3, split="test")
-    remote = RayEnvPool("sokoban", 3, workers=2, split="test")
+    test = EnvSpec(name="sokoban", split="test")
+    local = LocalEnvPool(test, 3)
+    remote = RayEnvPool(test, 3, workers=2)
     try:
         assert [i["state_hash"] for _, i in remote.reset(jobs)] == [
             i["state_hash"] for _, i in local.reset(jobs)

@@ -229,7 +229,7 @@ def measure_hf(
         generator = torch.Generator().manual_seed(0)
         for start in range(0, len(tasks), batch_size):
             chunk = tasks[start : start + batch_size]
-            pool = LocalEnvPool("sokoban", len(chunk), split="val")
+            pool = LocalEnvPool(EnvSpec(name="sokoban", split="val"), len(chunk))
             rollout_groups(pool, policy, "sokoban", policy.prompt, chunk, 1, 0, generator)
 
     return _alternate({"harness": harness, "trainer": trainer}, repeats)

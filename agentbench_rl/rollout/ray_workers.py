@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import install_hint
 from agentbench_rl.rollout.workers import LocalEnvPool, StepResult
 
@@ -45,8 +46,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> Any:
 class _EnvShard:
     """The actor's body: a :class:`LocalEnvPool` of this worker's envs."""
 
-    def __init__(self, env: str, size: int, env_kwargs: dict[str, Any]) -> None:
-        self.pool = LocalEnvPool(env, size, **env_kwargs)
+    def __init__(self, env: EnvSpec, size: int) -> None:
+        self.pool = LocalEnvPool(env, size)
 
     def reset(self, jobs: list[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
         return self.pool.reset(jobs)
@@ -59,12 +60,7 @@ class RayEnvPool:
     """``size`` envs spread over ``workers`` Ray actors, with :class:`LocalEnvPool`'s methods."""
 
     def __init__(
-        self,
-        env: str,
-        size: int,
-        workers: int = 2,
-        address: str | None = None,
-        **env_kwargs: Any,
+        self, env: EnvSpec, size: int, workers: int = 2, address: str | None = None
     ) -> None:
         if size < 1 or workers < 1:
             raise ValueError(f"ray env pool: size and workers must be >= 1 ({size}, {workers})")
@@ -75,7 +71,7 @@ class RayEnvPool:
         # env i lives on actor i % workers at slot i // workers
         self._shards = [len(range(w, size, workers)) for w in range(workers)]
         actor = ray.remote(num_cpus=0)(_EnvShard)
-        self._actors = [actor.remote(env, n, env_kwargs) for n in self._shards]
+        self._actors = [actor.remote(env, n) for n in self._shards]
         self._workers = workers
 
     def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import step_all
+from agentbench_rl.envs.spec import EnvSpec
 
 #: What ``step`` returns per env: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
@@ -33,19 +33,20 @@ class EnvPool(Protocol):
 
 
 class LocalEnvPool:
-    """The envs in this process.
+    """``size`` envs of one declaration, in this process.
 
     Example:
-        >>> pool = LocalEnvPool("sokoban", 2, split="test")
+        >>> from agentbench_rl.envs.spec import EnvSpec
+        >>> pool = LocalEnvPool(EnvSpec(name="sokoban", split="test"), 2)
         >>> [info["task_id"] for _, info in pool.reset([("test-0000", 0), ("test-0001", 0)])]
         ['test-0000', 'test-0001']
     """
 
-    def __init__(self, env: str, size: int, **env_kwargs: Any) -> None:
+    def __init__(self, env: EnvSpec, size: int) -> None:
         if size < 1:
             raise ValueError(f"env pool size must be >= 1, got {size}")
         self.size = size
-        self.envs: list[TextAgentEnv[Any]] = [make(env, **env_kwargs) for _ in range(size)]
+        self.envs: list[TextAgentEnv[Any]] = [env.make() for _ in range(size)]
 
     @classmethod
     def of(cls, envs: Sequence[TextAgentEnv[Any]]) -> LocalEnvPool:

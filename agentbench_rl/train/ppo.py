@@ -203,14 +203,13 @@ def make_pool(config: TrainConfig) -> EnvPool:
                 "env_server: served envs are stepped from this process (backend local)"
             )
         return LocalEnvPool.of([config.train_env().make(config.env_server) for _ in range(size)])
-    kwargs = {"split": config.train_split, **config.train_env().make_kwargs()}
     if config.backend == "ray":
         from agentbench_rl.rollout.ray_workers import RayEnvPool
 
         return RayEnvPool(
-            config.env, size, workers=config.env_workers, address=config.ray_address, **kwargs
+            config.train_env(), size, workers=config.env_workers, address=config.ray_address
         )
-    return LocalEnvPool(config.env, size, **kwargs)
+    return LocalEnvPool(config.train_env(), size)
 
 
 def iteration_rollout(
