@@ -13,6 +13,7 @@ import errno
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -97,6 +98,23 @@ typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # typ
 
 console = console_for(stderr=True)
 ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
+
+
+def made_by() -> dict[str, Any]:
+    """What a made artefact (a credit set) records of how it was made: the package's commit
+    (and whether its code differed), the date and this command line."""
+    import datetime
+    import shlex
+
+    from agentbench_rl.harness.provenance import package_revision
+
+    revision = package_revision()
+    return {
+        "commit": revision.get("git_commit"),
+        "dirty": revision.get("git_dirty"),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "command": shlex.join(["agentbench-rl", *sys.argv[1:]]),
+    }
 
 
 def _fail(message: str) -> None:
@@ -583,10 +601,19 @@ def bench_fidelity(
         list[str] | None,
         typer.Option(help="key=value passed to the env (--env; repeat), e.g. data_dir=DIR."),
     ] = None,
+    export_set: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the batch and its truth as a credit set to this folder (--env), "
+            "for bench credit."
+        ),
+    ] = None,
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
     exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
     require("plot", "bench fidelity")
+    if export_set is not None and env is None:
+        raise ValueError("--export-set needs --env (bench credit-set makes the MDPs' sets)")
     if env is None:
         from agentbench_rl.bench.fidelity import run as run_fidelity
 
@@ -607,7 +634,76 @@ def bench_fidelity(
         seed=seed,
         max_steps=max_steps,
     )
-    run_truth(settings, out, console_for(), parallel=parallel)
+    run_truth(
+        settings, out, console_for(), parallel=parallel, export_set=export_set, made=made_by()
+    )
+
+
+@bench_app.command("credit")
+def bench_credit(
+    estimator: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="name, name:key=value,... or python:module:function (repeat; default: every "
+            "registered estimator)."
+        ),
+    ] = None,
+    sets: Annotated[
+        Path | None,
+        typer.Option(help="A folder of credit sets, or one set (default: the shipped ones)."),
+    ] = None,
+    against: Annotated[
+        str | None, typer.Option(help="Paired differences against this estimator.")
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for credit.md, credit.json, credit.png.")] = (
+        Path("credit")
+    ),
+    speed: Annotated[
+        bool, typer.Option(help="Also time each estimator on 100,000 synthetic rows.")
+    ] = True,
+) -> None:
+    """Score estimators' credit against the true advantage of every credit set, in seconds."""
+    from agentbench_rl.bench.credit.bench import STANDARD_SETS
+    from agentbench_rl.bench.credit.bench import run as run_credit
+
+    require("plot", "bench credit (it plots the scores)")
+    run_credit(
+        estimator,
+        sets if sets is not None else STANDARD_SETS,
+        out,
+        against=against,
+        console=console_for(),
+        timed=speed,
+    )
+
+
+@bench_app.command("credit-set")
+def bench_credit_set(
+    name: Annotated[
+        list[str],
+        typer.Argument(help="mdp-<name> of the learning testbed (repeat), or 'mdps' for all."),
+    ],
+    out: Annotated[Path, typer.Option(help="Folder the set folders go in.")] = Path("credit-sets"),
+    tasks: Annotated[int, typer.Option(help="Task draws.")] = 16,
+    group_size: Annotated[int, typer.Option(help="Trajectories per task.")] = 8,
+    seed: Annotated[int, typer.Option(help="Seed of the draws.")] = 0,
+) -> None:
+    """Make the exact credit sets of the learning testbed's MDPs (a real env's set comes from
+    bench fidelity --env ... --export-set DIR)."""
+    from agentbench_rl.bench.credit.sets import mdp_of, mdp_set, mdp_set_name, write_set
+    from agentbench_rl.bench.learning.family import FAMILY
+
+    names = [mdp_set_name(m) for m in FAMILY] if name == ["mdps"] else list(name)
+    for set_name in names:
+        made = mdp_set(mdp_of(set_name), tasks=tasks, group_size=group_size, seed=seed)
+        made = replace(made, made=made_by())
+        write_set(made, out / made.name)
+        console.print(
+            escape(
+                f"wrote {out / made.name}: {len(made.batch)} rows, success {made.success_rate:.2f}"
+            ),
+            highlight=False,
+        )
 
 
 @bench_app.command("learning")

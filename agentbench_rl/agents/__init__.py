@@ -6,15 +6,12 @@ installed agent plugin (entry point group ``agentbench_rl.agents``:
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Callable
 from typing import Any, cast
 
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.agents.simple import CallableAgent, ExpertAgent, NoisyAgent, RandomAgent
-from agentbench_rl.core.plugins import AGENT_GROUP, installed
+from agentbench_rl.core.plugins import AGENT_GROUP, import_attribute, installed
 from agentbench_rl.envs.webshop.baselines import RuleAgent
 from agentbench_rl.extras import require
 
@@ -74,24 +71,7 @@ def load_agent(spec: str) -> Agent:
         if len(parts) != 3 or not all(parts[1:]):
             raise ValueError(f"agent '{spec}': expected python:module:callable")
         _, module_name, attribute = parts
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as problem:
-            raise ValueError(
-                f"agent '{spec}': cannot import module '{module_name}' ({problem})"
-            ) from None
-        except Exception as problem:  # user code failing at import time
-            raise ValueError(
-                f"agent '{spec}': importing '{module_name}' raised "
-                f"{type(problem).__name__}: {problem}"
-            ) from None
-        target = module
-        for name in attribute.split("."):
-            if not hasattr(target, name):
-                raise ValueError(f"agent '{spec}': module '{module_name}' has no '{attribute}'")
-            target = getattr(target, name)
+        target = import_attribute(module_name, attribute, f"agent '{spec}'")
         return _as_agent(spec, target, attribute)
     plugins = installed(AGENT_GROUP)
     if spec in plugins:

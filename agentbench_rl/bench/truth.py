@@ -54,9 +54,11 @@ import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from scipy.stats import rankdata
 
 from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
+from agentbench_rl.bench.credit.sets import CreditSet, write_set
 from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch, StepRecord
@@ -375,58 +377,67 @@ def assemble_truth(
     return Truth(advantage, error, value, value_error)
 
 
-def _weighted_pearson(x: np.ndarray, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Pearson correlation of ``x`` and ``y`` ((n,) or (B, n) each) under each row of
-    ``weights`` (B, n); 0 where either side is constant."""
-    total = weights.sum(axis=1)
-
-    def centred(values: np.ndarray) -> np.ndarray:  # one row of values, or one per resample
-        sums = weights @ values if values.ndim == 1 else (weights * values).sum(axis=1)
-        return values - (sums / total)[:, None]
-
-    dx, dy = centred(x), centred(y)
-    covariance = (weights * dx * dy).sum(axis=1)
-    spread = np.sqrt((weights * dx * dx).sum(axis=1) * (weights * dy * dy).sum(axis=1))
+def _pearson(sums: np.ndarray) -> np.ndarray:
+    """Pearson correlation from (..., 6) sums n, Σx, Σy, Σx², Σy², Σxy; 0 where either side is
+    constant."""
+    n, sx, sy, sxx, syy, sxy = np.moveaxis(sums, -1, 0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(spread > 1e-12 * np.maximum(1.0, total), covariance / spread, 0.0)
+        covariance = sxy - sx * sy / n
+        spread = np.sqrt(np.maximum(sxx - sx * sx / n, 0.0) * np.maximum(syy - sy * sy / n, 0.0))
+        return np.where(spread > 1e-12 * np.maximum(1.0, n), covariance / spread, 0.0)
 
 
-def weighted_ranks(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Mid-ranks of ``values`` in each weighted resample (a row of ``weights`` counts how many
-    times each value was drawn): a value's rank is the weight of the smaller values plus the
-    mean position within its ties, ``(w_ties + 1) / 2``.
+def _task_sums(columns: Sequence[np.ndarray], tasks: np.ndarray, n_tasks: int) -> np.ndarray:
+    """(n_tasks, len(columns)): each column summed over each task's rows."""
+    return np.stack(
+        [np.bincount(tasks, weights=column, minlength=n_tasks) for column in columns], axis=1
+    )
+
+
+def task_metrics(
+    estimate: np.ndarray,
+    truth: np.ndarray,
+    error: np.ndarray,
+    tasks: np.ndarray,
+    counts: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The four scores (module docstring) of the rows, each task counted ``counts[b, k]``
+    times in resample ``b`` (``counts`` (B, tasks): ones for the batch itself, a multinomial
+    draw for a bootstrap resample). Everything is a ratio of sums over rows, so it is summed
+    per task once and each resample is one matrix product. Spearman is the Pearson
+    correlation of the rows' ranks in the whole batch (mid-ranks for ties; a resample reuses
+    them). Sign agreement is NaN where no row's true advantage is clear of its noise (two
+    standard errors); the relative error NaN where every true A is 0.
 
     Example:
-        >>> weighted_ranks(np.array([3.0, 1.0, 3.0]), np.ones((1, 3))).tolist()
-        [[2.5, 1.0, 2.5]]
+        >>> tasks, ones = np.array([0, 0, 1]), np.ones((1, 2))
+        >>> figures = task_metrics(np.array([2.0, -2.0, 0.0]), np.array([1.0, -1.0, 0.5]),
+        ...                        np.zeros(3), tasks, ones)
+        >>> round(float(figures["relative_mse"][0]), 4), float(figures["sign_agreement"][0])
+        (0.1111, 0.6666666666666666)
     """
-    _, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    order = np.argsort(inverse, kind="stable")
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    tied = np.add.reduceat(weights[:, order], starts, axis=1)  # (B, distinct values)
-    below = np.cumsum(tied, axis=1) - tied
-    return (below + (tied + 1) / 2)[:, inverse]
+    n_tasks = counts.shape[1]
+    ones = np.ones_like(truth)
 
+    def moments(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return counts @ _task_sums((ones, x, y, x * x, y * y, x * y), tasks, n_tasks)
 
-def weighted_metrics(
-    estimate: np.ndarray, truth: np.ndarray, error: np.ndarray, weights: np.ndarray
-) -> dict[str, np.ndarray]:
-    """The four scores (module docstring) under each row of ``weights`` (B, n): ones for the
-    batch itself, task counts for a bootstrap resample. Sign agreement is NaN where no row's
-    true advantage is clear of its noise; the relative error NaN where every true A is 0."""
+    ranks_x, ranks_y = rankdata(estimate), rankdata(truth)
     decided = np.abs(truth) > 2 * error
     agrees = (np.sign(estimate) == np.sign(truth)) & decided
-    energy = weights @ (estimate * estimate)
+    signs = counts @ _task_sums((agrees.astype(float), decided.astype(float)), tasks, n_tasks)
+    fit = counts @ _task_sums(
+        (estimate * estimate, estimate * truth, truth * truth), tasks, n_tasks
+    )
+    energy, cross, target = fit[:, 0], fit[:, 1], fit[:, 2]
     with np.errstate(invalid="ignore", divide="ignore"):
-        scale = np.where(energy > 0, (weights @ (estimate * truth)) / energy, 0.0)
-        residual = (weights * (scale[:, None] * estimate - truth) ** 2).sum(axis=1)
+        scale = np.where(energy > 0, cross / energy, 0.0)
+        residual = scale * scale * energy - 2 * scale * cross + target
         return {
-            "pearson": _weighted_pearson(estimate, truth, weights),
-            "spearman": _weighted_pearson(
-                weighted_ranks(estimate, weights), weighted_ranks(truth, weights), weights
-            ),
-            "sign_agreement": (weights @ agrees) / (weights @ decided),
-            "relative_mse": residual / (weights @ (truth * truth)),
+            "pearson": _pearson(moments(estimate, truth)),
+            "spearman": _pearson(moments(ranks_x, ranks_y)),
+            "sign_agreement": signs[:, 0] / signs[:, 1],
+            "relative_mse": np.maximum(residual, 0.0) / target,
         }
 
 
@@ -439,8 +450,29 @@ def metrics(estimate: np.ndarray, truth: np.ndarray, error: np.ndarray) -> dict[
         >>> round(figures["relative_mse"], 4), figures["sign_agreement"]
         (0.1111, 0.6666666666666666)
     """
-    figures = weighted_metrics(estimate, truth, error, np.ones((1, len(truth))))
+    figures = task_metrics(estimate, truth, error, np.zeros(len(truth), int), np.ones((1, 1)))
     return {name: float(values[0]) for name, values in figures.items()}
+
+
+def resample_counts(tasks: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The rows' task codes and :data:`BOOTSTRAP` resamples of the tasks with replacement
+    (counts, (B, tasks)); ``None`` for rows of fewer than :data:`MIN_INTERVAL_TASKS` tasks,
+    whose few distinct resamples make no interval."""
+    codes, uniques = pd.factorize(tasks)
+    n_tasks = len(uniques)
+    if n_tasks < MIN_INTERVAL_TASKS:
+        return None
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=BOOTSTRAP)
+    return codes, counts.astype(float)
+
+
+def percentile_interval(values: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of the finite values (NaN when none is)."""
+    finite = values[np.isfinite(values)]
+    if not finite.size:
+        return (float("nan"), float("nan"))
+    return (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5)))
 
 
 def bootstrap(
@@ -450,26 +482,14 @@ def bootstrap(
     tasks: np.ndarray,
     seed: int,
 ) -> dict[str, tuple[float, float]]:
-    """95% percentile intervals of each metric, resampling tasks (groups) with replacement:
-    each resample is a weight per row, the number of times its task was drawn. NaN for rows of
-    fewer than :data:`MIN_INTERVAL_TASKS` tasks, whose few distinct resamples make no interval.
-    """
-    rng = np.random.default_rng(seed)
-    codes, uniques = pd.factorize(tasks)
-    n_tasks = len(uniques)
-    if n_tasks < MIN_INTERVAL_TASKS:
+    """95% percentile intervals of each metric, resampling tasks (groups) with replacement
+    (:func:`task_metrics`); NaN for rows of fewer than :data:`MIN_INTERVAL_TASKS` tasks."""
+    drawn = resample_counts(tasks, seed)
+    if drawn is None:
         return {name: (float("nan"), float("nan")) for name in METRICS}
-    drawn = rng.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=BOOTSTRAP)
-    figures = weighted_metrics(estimate, truth, error, drawn[:, codes].astype(float))
-    intervals = {}
-    for name, values in figures.items():
-        finite = values[np.isfinite(values)]
-        intervals[name] = (
-            (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5)))
-            if finite.size
-            else (float("nan"), float("nan"))
-        )
-    return intervals
+    codes, counts = drawn
+    figures = task_metrics(estimate, truth, error, codes, counts)
+    return {name: percentile_interval(values) for name, values in figures.items()}
 
 
 def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
@@ -538,10 +558,18 @@ def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
     return done
 
 
-def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64) -> dict[str, Any]:
+def run(
+    settings: TruthSettings,
+    out: Path,
+    console: Console,
+    parallel: int = 64,
+    export_set: Path | None = None,
+    made: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Play the batch, estimate the truth (resuming from ``out``), score every estimator;
     print the table and write ``fidelity.md``, ``fidelity.csv``, ``fidelity.json`` and
-    ``fidelity.png`` to ``out``."""
+    ``fidelity.png`` to ``out``; with ``export_set``, the batch and its truth as a credit set
+    there (``made``: the commit and command recorded with it)."""
     if parallel < 1:
         raise ValueError(f"fidelity: parallel must be >= 1, got {parallel}")
     started, cpu_started = time.monotonic(), time.process_time()
@@ -584,6 +612,10 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     for env in envs:
         env.close()
     truth = assemble_truth(settings, batch, {t: chunk.returns for t, chunk in chunks.items()})
+    if export_set is not None:
+        name = Path(export_set).name
+        write_set(monte_carlo_set(name, settings, batch, truth, agent, made or {}), export_set)
+        console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
     payload["cost"] = {
         # the continuations' cost over every invocation (a resumed run's chunks included) ...
@@ -597,6 +629,45 @@ def run(settings: TruthSettings, out: Path, console: Console, parallel: int = 64
     }
     write_outputs(payload, out, console)
     return payload
+
+
+def monte_carlo_set(
+    name: str,
+    settings: TruthSettings,
+    batch: PlayedBatch,
+    truth: Truth,
+    agent: BatchAgent,
+    made: dict[str, Any],
+) -> CreditSet:
+    """The batch and its Monte-Carlo truth as a credit set (``bench fidelity --export-set``):
+    every column an estimator may read, the hidden states where the policy handed them over
+    (its layer ``-hidden_layer`` at the last prompt token, stored as float16)."""
+    steps = StepBatch.from_records(batch.records)
+    category = {trajectory.traj: trajectory.category for trajectory in batch.trajectories}
+    layer = getattr(getattr(agent, "policy", None), "hidden_layer", None)
+    hidden = (
+        {
+            "source": f"the policy's layer -{layer} at the last prompt token, from the forward "
+            "that answered",
+            "dim": int(steps.hidden.shape[1]),
+            "dtype": "float16",
+        }
+        if steps.hidden is not None
+        else None
+    )
+    return CreditSet(
+        name=name,
+        kind="monte-carlo",
+        batch=steps,
+        category=np.array([category[str(record["traj"])] for record in batch.records], object),
+        true_advantage=truth.advantage,
+        standard_error=truth.standard_error,
+        value=truth.value,
+        value_standard_error=truth.value_error,
+        settings=asdict(settings),
+        hidden=hidden,
+        made=made,
+    )
 
 
 def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[str, np.ndarray]:

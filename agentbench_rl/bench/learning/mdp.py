@@ -212,15 +212,36 @@ def exact_advantages(mdp: FiniteMDP, policies: np.ndarray, gamma: float = 1.0) -
         >>> bool(np.allclose((policy[:, None] * table).sum(axis=3), 0.0))
         True
     """
+    return exact_tables(mdp, policies, gamma)[0]
+
+
+def exact_tables(
+    mdp: FiniteMDP, policies: np.ndarray, gamma: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`exact_advantages`' ``A_t(s, a)`` (n, H, S, A) and the values ``V_t(s)`` (n, H, S)
+    it subtracts (the credit sets' truth and value).
+
+    Example:
+        >>> from agentbench_rl.bench.learning.family import lucky_rare
+        >>> mdp = lucky_rare()
+        >>> policies = softmax(mdp.initial_logits)[None]
+        >>> advantages, values = exact_tables(mdp, policies)
+        >>> start = int(mdp.starts[0])  # J is V_0 of the starts over the win's reward
+        >>> bool(np.isclose(values[0, 0, mdp.starts].mean() / mdp.success_reward,
+        ...                 exact_success(mdp, policies)[0]))
+        True
+    """
     continuation_mask = ~mdp.terminal[mdp.successor]
     value = np.zeros((len(policies), mdp.n_states))
     table = np.zeros((len(policies), mdp.horizon, mdp.n_states, len(mdp.actions)))
+    values = np.zeros((len(policies), mdp.horizon, mdp.n_states))
     for t in range(mdp.horizon - 1, -1, -1):
         after = gamma * value[:, mdp.successor] * continuation_mask
         q = (mdp.probability * (mdp.reward + after)).sum(axis=3)  # Q_t: (n, S, A)
         value = (policies[:, mdp.context] * q).sum(axis=2)  # V_t: (n, S)
         table[:, t] = q - value[:, :, None]
-    return table
+        values[:, t] = value
+    return table, values
 
 
 def optimal_success(mdp: FiniteMDP) -> float:

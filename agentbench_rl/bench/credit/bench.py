@@ -1,0 +1,310 @@
+"""The ``bench credit`` run: candidates x sets, scored (:mod:`.score`), written as a Markdown
+card, a plot and JSON (one record per estimator and set), and printed.
+
+Example:
+    >>> import tempfile
+    >>> from agentbench_rl.bench.credit.sets import mdp_set, write_set
+    >>> root = Path(tempfile.mkdtemp())
+    >>> write_set(mdp_set("lucky_rare", tasks=6, group_size=4), root / "sets" / "mdp-lucky-rare")
+    >>> report = run(["grpo", "gigpo"], root / "sets", root / "out", against="grpo", timed=False)
+    >>> sorted({record["estimator"] for record in report.records()})[:2]
+    ['gigpo', 'grpo']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.markup import escape
+
+from agentbench_rl.bench.credit.score import (
+    CEILING,
+    PARTS,
+    PERFECT_BASELINE,
+    Candidate,
+    Score,
+    default_candidates,
+    estimate_all,
+    reference_scores,
+    score,
+    speed,
+)
+from agentbench_rl.bench.credit.sets import CreditSet, read_sets
+from agentbench_rl.bench.truth import METRICS
+from agentbench_rl.core.atomic import atomic_write_text
+
+#: The sets shipped with the package (``bench credit`` reads them unless told otherwise).
+STANDARD_SETS = Path(__file__).resolve().parent / "standard"
+
+
+@dataclass
+class Report:
+    """Every score of a run, the problems, the speeds and the sets scored."""
+
+    sets: list[CreditSet]
+    scores: list[Score] = field(default_factory=list)
+    problems: dict[str, dict[str, str]] = field(default_factory=dict)  # estimator -> set -> why
+    speeds: dict[str, float | None] = field(default_factory=dict)
+    against: str | None = None
+    seconds: float = 0.0
+
+    def records(self) -> list[dict[str, Any]]:
+        """One JSON record per (estimator or reference row, set)."""
+        return [entry.record() for entry in self.scores]
+
+    def estimators(self) -> list[str]:
+        """The scored labels in order, the reference rows last."""
+        seen: list[str] = []
+        for entry in self.scores:
+            if entry.estimator not in seen and entry.estimator not in (CEILING, PERFECT_BASELINE):
+                seen.append(entry.estimator)
+        return [*seen, PERFECT_BASELINE, CEILING]
+
+    def find(self, estimator: str, set_name: str) -> Score | None:
+        """The score of one estimator on one set (``None``: not scored there)."""
+        for entry in self.scores:
+            if entry.estimator == estimator and entry.set == set_name:
+                return entry
+        return None
+
+
+def run(
+    estimators: Sequence[str] | None,
+    sets_root: Path = STANDARD_SETS,
+    out: Path | None = None,
+    against: str | None = None,
+    console: Console | None = None,
+    timed: bool = True,
+) -> Report:
+    """Score every estimator (``None``: every registered one) on every set under
+    ``sets_root``; with ``against``, paired differences against that estimator; write the card,
+    the plot and the JSON to ``out``; ``timed``: also the speed at 100k rows."""
+    started = time.perf_counter()
+    sets = read_sets(sets_root)
+    candidates = (
+        [Candidate.parse(text) for text in estimators] if estimators else default_candidates()
+    )
+    if against is not None and against not in [c.label for c in candidates]:
+        candidates.append(Candidate.parse(against))
+    report = Report(sets=sets, against=against)
+    found = {candidate.label: estimate_all(candidate, sets) for candidate in candidates}
+    for candidate in candidates:
+        report.problems[candidate.label] = found[candidate.label].problems
+        for set_name, problem in found[candidate.label].problems.items():
+            if console is not None:
+                console.print(
+                    escape(f"{candidate.label} on {set_name}: {problem}"), highlight=False
+                )
+    base = found[against].values if against is not None else {}
+    for credit in sets:
+        for candidate in candidates:
+            values = found[candidate.label].values.get(credit.name)
+            if values is not None:
+                other = base.get(credit.name) if candidate.label != against else None
+                report.scores.append(score(candidate.label, values, credit, other))
+        report.scores.extend(reference_scores(credit))
+    if timed:
+        report.speeds = {candidate.label: speed(candidate) for candidate in candidates}
+    report.seconds = time.perf_counter() - started
+    if console is not None:
+        console.print(summary_table(report), highlight=False)
+    if out is not None:
+        write_outputs(report, Path(out))
+        if console is not None:
+            console.print(escape(f"wrote {out}/credit.md, credit.json, credit.png"))
+    return report
+
+
+# ------------------------------------------------------------------------------ writing
+def _cell(entry: dict[str, Any] | None, digits: int = 2) -> str:
+    if not entry or entry.get("value") is None or math.isnan(entry["value"]):
+        return "–"
+    value, (low, high) = entry["value"], entry.get("ci", (math.nan, math.nan))
+    if math.isnan(low):
+        return f"{value:+.{digits}f}" if entry.get("signed") else f"{value:.{digits}f}"
+    return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _mean_over_sets(report: Report, estimator: str, metric: str, part: str = "all") -> float:
+    values = []
+    for credit in report.sets:
+        entry = report.find(estimator, credit.name)
+        figures = entry.parts.get(part, {}).get(metric) if entry is not None else None
+        if figures and figures.get("value") is not None and not math.isnan(figures["value"]):
+            values.append(figures["value"])
+    return float(np.mean(values)) if values else math.nan
+
+
+def summary_table(report: Report) -> str:
+    """The printed summary: each estimator's Pearson on each set and its mean."""
+    names = [credit.name for credit in report.sets]
+    lines = [f"{'estimator':28s} " + " ".join(f"{name[:14]:>14s}" for name in names) + "      mean"]
+    for estimator in report.estimators():
+        cells = []
+        for name in names:
+            entry = report.find(estimator, name)
+            value = entry.parts["all"]["pearson"]["value"] if entry is not None else math.nan
+            cells.append(f"{value:14.2f}" if not math.isnan(value) else f"{'–':>14s}")
+        mean = _mean_over_sets(report, estimator, "pearson")
+        lines.append(f"{estimator[:28]:28s} " + " ".join(cells) + f" {mean:9.2f}")
+    return "\n".join(lines)
+
+
+def markdown(report: Report) -> str:
+    """The card: the sets, one table per metric (estimators x sets), the parts, the paired
+    differences, the problems and the speeds."""
+    names = [credit.name for credit in report.sets]
+    lines = [
+        "# Credit fidelity: every estimator against the true advantage",
+        "",
+        f"{len(report.sets)} sets, scored in {report.seconds:.1f} s on {os.cpu_count()} cores. "
+        "Cells: value [95% bootstrap interval over tasks; none where a part holds too few "
+        f"tasks]. `{PERFECT_BASELINE}`: the step's own discounted return minus the true value "
+        f"of its prefix; `{CEILING}`: the highest correlation the truth's Monte-Carlo noise "
+        "allows (1 on an exact set). Both are labels, not estimators.",
+        "",
+        "| set | kind | env | policy | rows | tasks | success | noise ceiling | hidden |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for credit in report.sets:
+        settings = credit.settings
+        share = credit.noise_share
+        lines.append(
+            f"| {credit.name} | {credit.kind} | {settings.get('env')} | "
+            f"`{settings.get('agent', settings.get('policy'))}` | {len(credit.batch)} | "
+            f"{credit.batch.n_groups} | {credit.success_rate:.2f} | "
+            f"{math.sqrt(max(0.0, 1 - share)) if not math.isnan(share) else math.nan:.2f} | "
+            f"{'yes' if credit.hidden else 'no'} |"
+        )
+    for metric in METRICS:
+        lines += ["", f"## {metric} (all rows)", ""]
+        lines.append("| estimator | " + " | ".join(names) + " | mean |")
+        lines.append("|---" * (len(names) + 2) + "|")
+        for estimator in report.estimators():
+            cells = []
+            for name in names:
+                entry = report.find(estimator, name)
+                cells.append(_cell(entry.parts["all"].get(metric)) if entry is not None else "–")
+            mean = _mean_over_sets(report, estimator, metric)
+            lines.append(f"| {estimator} | " + " | ".join(cells) + f" | {_cell({'value': mean})} |")
+    lines += ["", "## Pearson by part (mean over the sets that have the part)", ""]
+    lines.append("| estimator | " + " | ".join(PARTS) + " |")
+    lines.append("|---" * (len(PARTS) + 1) + "|")
+    for estimator in report.estimators():
+        if estimator == CEILING:
+            continue
+        cells = [
+            _cell({"value": _mean_over_sets(report, estimator, "pearson", part)}) for part in PARTS
+        ]
+        lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    if report.against is not None:
+        lines += [
+            "",
+            f"## Against {report.against} (paired: this minus {report.against}, same resamples)",
+            "",
+            "| estimator | set | " + " | ".join(METRICS) + " |",
+            "|---" * (len(METRICS) + 2) + "|",
+        ]
+        for entry in report.scores:
+            if entry.against is not None and entry.estimator != report.against:
+                cells = [_cell(entry.against[name]) for name in METRICS]
+                lines.append(f"| {entry.estimator} | {entry.set} | " + " | ".join(cells) + " |")
+    problems = [
+        f"- {estimator} on {name}: {why}"
+        for estimator, by_set in report.problems.items()
+        for name, why in by_set.items()
+    ]
+    if problems:
+        lines += ["", "## Not scored", "", *problems]
+    if report.speeds:
+        lines += ["", "## Speed (synthetic batch of 100,000 rows, best of two)", ""]
+        lines += ["| estimator | seconds | rows/s |", "|---|---|---|"]
+        for estimator, seconds in report.speeds.items():
+            if seconds is None:
+                lines.append(f"| {estimator} | – (needs hidden states) | – |")
+            else:
+                lines.append(f"| {estimator} | {seconds:.3f} | {100_000 / seconds:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: Report, path: Path) -> None:
+    """Pearson with its interval, estimators x sets, the ceiling and the perfect baseline
+    marked on each set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [credit.name for credit in report.sets]
+    estimators = [e for e in report.estimators() if e not in (CEILING, PERFECT_BASELINE)]
+    width = 0.8 / max(1, len(estimators))
+    figure, axis = plt.subplots(figsize=(max(8, 1.2 * len(names) + 4), 5))
+    positions = np.arange(len(names))
+    for index, estimator in enumerate(estimators):
+        values, low, high = [], [], []
+        for name in names:
+            entry = report.find(estimator, name)
+            figures = entry.parts["all"]["pearson"] if entry is not None else None
+            value = figures["value"] if figures else math.nan
+            values.append(value)
+            ci = figures["ci"] if figures else (math.nan, math.nan)
+            low.append(value - ci[0] if not math.isnan(ci[0]) else 0.0)
+            high.append(ci[1] - value if not math.isnan(ci[1]) else 0.0)
+        axis.bar(
+            positions + (index - (len(estimators) - 1) / 2) * width,
+            values,
+            width,
+            yerr=[low, high],
+            capsize=2,
+            label=estimator,
+        )
+    for label, marker in ((PERFECT_BASELINE, "_"), (CEILING, "v")):
+        points = []
+        for name in names:
+            entry = report.find(label, name)
+            points.append(entry.parts["all"]["pearson"]["value"] if entry is not None else math.nan)
+        axis.scatter(positions, points, marker=marker, s=300, color="black", label=label, zorder=4)
+    axis.set_xticks(positions)
+    axis.set_xticklabels(names, rotation=30, ha="right")
+    axis.set_ylabel("Pearson correlation with the true advantage")
+    axis.axhline(0.0, color="black", linewidth=0.6)
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def write_outputs(report: Report, out: Path) -> None:
+    """``credit.md``, ``credit.json`` (the records, the problems, the speeds, the sets' metadata)
+    and ``credit.png``, atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "credit.md", markdown(report))
+    payload = {
+        "records": report.records(),
+        "problems": report.problems,
+        "speeds_s": report.speeds,
+        "against": report.against,
+        "seconds": report.seconds,
+        "sets": [
+            {
+                "name": credit.name,
+                "kind": credit.kind,
+                "rows": len(credit.batch),
+                "settings": credit.settings,
+                "made": credit.made,
+            }
+            for credit in report.sets
+        ],
+    }
+    atomic_write_text(out / "credit.json", json.dumps(payload, indent=1, allow_nan=True) + "\n")
+    plot(report, out / "credit.png")

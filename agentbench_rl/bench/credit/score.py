@@ -1,0 +1,379 @@
+"""``agentbench-rl bench credit``: any estimator's credit against the truth of every credit set,
+in seconds, with no env and no model.
+
+An estimator is a registry name with parameters (``gigpo``, ``gigpo:anchor=state``, an
+installed entry point) or a plain function over a :class:`~agentbench_rl.core.batch.StepBatch`
+(``python:module:function``, returning one advantage per row, as an array or an
+``EstimatorResult``). On each set it is scored like ``bench fidelity`` scores (the functions of
+:mod:`agentbench_rl.bench.truth`): Pearson and Spearman correlation with the true advantage,
+sign agreement on the rows whose truth is clear of its noise, the relative error after the best
+scale, each with a 95% bootstrap interval over tasks; overall and by part (rows of singleton
+anchor sets, failed trajectories, first and second half of each trajectory). Registry
+estimators that discount get the set's γ; a function gets the batch alone.
+
+Beside the estimators, two reference rows that are labels, not estimators, so a reader sees
+where the gap lies: the **ceiling** (the highest correlation the truth's own Monte-Carlo noise
+allows, sqrt(1 − noise share); 1 on an exact set) and the **perfect baseline** (the step's own
+discounted return minus the true value V of its prefix: what a critic that knew V would give,
+with the single-sample return's noise left in).
+
+A function that raises, returns the wrong length, NaN or infinity, or runs past the time limit
+gets one line naming the set and the problem; nothing is recorded for it, and the others still
+score. Code that is not the package's runs in a child process under the time limit (and a
+memory limit), so it cannot hang or take down the run.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from agentbench_rl.bench.credit.sets import CreditSet
+from agentbench_rl.bench.truth import METRICS, percentile_interval, resample_counts, task_metrics
+from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.core.plugins import import_attribute
+from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
+from agentbench_rl.estimators.common import combine_codes
+from agentbench_rl.spec.assignments import parse_named
+
+#: The reference rows (labels, not estimators).
+CEILING = "ceiling (truth's noise)"
+PERFECT_BASELINE = "perfect baseline (G_t − V)"
+#: Seconds one estimator may take on one set, and bytes of memory, when it runs in a child.
+TIME_LIMIT_S = 30.0
+MEMORY_LIMIT_BYTES = 8 * 2**30
+STARTUP_S = 120.0  # a child's imports (numpy, pandas, the package) on a busy machine
+#: The rows the speed figure is timed on (``bench estimators``' synthetic rollout).
+SPEED_ROWS = 100_000
+PARTS = ("all", "singleton anchor rows", "failed trajectories", "first half", "second half")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An estimator to score: its label, and either a registry spec or a function's spec."""
+
+    label: str
+    spec: EstimatorSpec | None = None  # a registry estimator (built-in or entry point)
+    function: str | None = None  # "python:module:function"
+
+    @classmethod
+    def parse(cls, text: str) -> Candidate:
+        """``name[:key=value,...]`` or ``python:module:function``; ``ValueError`` in one line.
+
+        Example:
+            >>> Candidate.parse("gigpo:anchor=state").spec.params
+            {'anchor': 'state'}
+        """
+        if text.startswith("python:"):
+            parts = text.split(":")
+            if len(parts) != 3 or not all(parts[1:]):
+                raise ValueError(f"estimator '{text}': expected python:module:function")
+            return cls(label=text, function=text)
+        name, params = parse_named(text)
+        return cls(label=text, spec=EstimatorSpec(name, params))
+
+    @property
+    def needs(self) -> frozenset[str]:
+        """The optional batch columns the estimator declares (a function declares none)."""
+        return self.spec.declaration.needs if self.spec is not None else frozenset()
+
+    def runs_here(self) -> bool:
+        """Whether it runs in this process: the package's own estimators do; other code runs
+        in a child under the limits."""
+        if self.spec is None:
+            return False
+        module = getattr(self.spec.declaration.function, "__module__", "")
+        return module.startswith("agentbench_rl.")
+
+
+class BadAdvantages(ValueError):
+    """What an estimator returned is not one finite advantage per row."""
+
+
+def advantages_of(candidate: Candidate, credit: CreditSet) -> np.ndarray:
+    """The candidate's advantages on the set's batch, checked: one finite float per row."""
+    batch = credit.batch
+    if candidate.spec is not None:
+        params = dict(candidate.spec.params)
+        if "gamma" in candidate.spec.declaration.params:
+            params.setdefault("gamma", credit.gamma)
+        result: Any = EstimatorSpec(candidate.spec.name, params).compute(batch)
+    else:
+        assert candidate.function is not None
+        _, module, attribute = candidate.function.split(":")
+        function = import_attribute(module, attribute, f"estimator '{candidate.function}'")
+        result = function(batch)
+    values = result.advantages if isinstance(result, EstimatorResult) else result
+    try:
+        values = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise BadAdvantages(f"returned {type(values).__name__}, not numbers") from None
+    if len(values) != len(batch):
+        raise BadAdvantages(f"returned {len(values)} advantages for {len(batch)} rows")
+    if not np.all(np.isfinite(values)):
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise BadAdvantages(f"returned {values[bad]} at row {bad} (NaN or infinity)")
+    return values
+
+
+# ------------------------------------------------------------------------------ running code
+def _child(
+    candidate: Candidate, sets: Sequence[CreditSet], memory: int, answers: Any
+) -> None:  # pragma: no cover - runs in the child process
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    except (ImportError, ValueError, OSError):
+        pass
+    answers.put(("ready", None, None))  # the per-set clock starts after the child's imports
+    for credit in sets:
+        started = time.perf_counter()
+        try:
+            answers.put((credit.name, advantages_of(candidate, credit), None))
+        except MemoryError:
+            answers.put((credit.name, None, "ran out of memory"))
+        except BadAdvantages as problem:
+            answers.put((credit.name, None, str(problem)))
+        except Exception as problem:  # the user's code: any failure is one line
+            answers.put((credit.name, None, f"{type(problem).__name__}: {problem}"))
+        answers.put(("time", credit.name, time.perf_counter() - started))
+
+
+@dataclass
+class Estimates:
+    """One candidate on a list of sets: its advantages, seconds and problems by set name."""
+
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+def estimate_all(
+    candidate: Candidate,
+    sets: Sequence[CreditSet],
+    time_limit: float = TIME_LIMIT_S,
+    memory: int = MEMORY_LIMIT_BYTES,
+) -> Estimates:
+    """The candidate's advantages on every set it can read (a set without hidden states is
+    left out for an estimator that needs them), each one's seconds, and one problem line per
+    set that failed. The package's estimators run here; other code in a child process under
+    ``time_limit`` (per set) and ``memory``."""
+    found = Estimates()
+    usable = [credit for credit in sets if "hidden" not in candidate.needs or credit.hidden]
+    for credit in sets:
+        if credit not in usable:
+            found.problems[credit.name] = "needs hidden states, which this set does not carry"
+    if candidate.runs_here():
+        for credit in usable:
+            started = time.perf_counter()
+            try:
+                found.values[credit.name] = advantages_of(candidate, credit)
+                found.seconds[credit.name] = time.perf_counter() - started
+            except ValueError as problem:
+                found.problems[credit.name] = str(problem)
+        return found
+    context = multiprocessing.get_context("spawn")
+    answers = context.Queue()
+    child = context.Process(target=_child, args=(candidate, usable, memory, answers), daemon=True)
+    child.start()
+    try:
+        answers.get(timeout=STARTUP_S)
+    except Exception:
+        child.kill()
+        found.problems.update(
+            {credit.name: f"its process did not start in {STARTUP_S:.0f} s" for credit in usable}
+        )
+        return found
+    for credit in usable:
+        try:
+            name, advantages, failure = answers.get(timeout=time_limit + 5.0)
+            _, _, seconds = answers.get(timeout=5.0)
+        except Exception:  # nothing came: past the limit, or the child died
+            found.problems[credit.name] = (
+                f"ran past the time limit of {time_limit:.0f} s"
+                if child.is_alive()
+                else f"the estimator's process ended (exit code {child.exitcode})"
+            )
+            break
+        if failure is not None:
+            found.problems[name] = failure
+        elif seconds > time_limit:
+            found.problems[name] = (
+                f"ran past the time limit of {time_limit:.0f} s ({seconds:.0f} s)"
+            )
+        else:
+            found.values[name], found.seconds[name] = advantages, seconds
+    child.kill()
+    child.join()
+    for credit in usable:  # what the child never reached
+        if credit.name not in found.values and credit.name not in found.problems:
+            found.problems[credit.name] = "not reached (an earlier set stopped the estimator)"
+    return found
+
+
+# ------------------------------------------------------------------------------ the scores
+def return_to_go(batch: StepBatch, gamma: float) -> np.ndarray:
+    """Σ_{u ≥ t} γ^(u−t) r_u of every row: the step's own discounted return.
+
+    Example:
+        >>> batch = StepBatch.from_records([
+        ...     {"group": 0, "traj": 0, "t": t, "reward": r, "obs_key": t, "state_key": t,
+        ...      "action_key": "a", "valid": True} for t, r in ((0, 1.0), (1, 2.0))])
+        >>> return_to_go(batch, 0.5).tolist()
+        [2.0, 2.0]
+    """
+    order = np.lexsort((-np.asarray(batch.t), batch.codes("traj")[0]))
+    returns = np.zeros(len(batch))
+    codes = batch.codes("traj")[0]
+    running, previous = 0.0, -1
+    for row in order:
+        if codes[row] != previous:
+            running, previous = 0.0, codes[row]
+        running = float(batch.reward[row]) + gamma * running
+        returns[row] = running
+    return returns
+
+
+def part_masks(credit: CreditSet) -> dict[str, np.ndarray]:
+    """The rows of each part (:data:`PARTS`); a part without rows is left out."""
+    batch = credit.batch
+    anchors, _ = combine_codes(batch.codes("group")[0], batch.codes("obs_key")[0])
+    sizes = np.bincount(anchors)[anchors]  # GiGPO's anchor set: (group, observation)
+    traj = batch.codes("traj")[0]
+    length = np.bincount(traj, minlength=traj.max() + 1) if len(traj) else np.zeros(0)
+    t = np.asarray(batch.t)
+    masks = {
+        "all": np.ones(len(batch), dtype=bool),
+        "singleton anchor rows": sizes == 1,
+        "failed trajectories": ~np.asarray(batch.success, dtype=bool),
+        "first half": 2 * t < length[traj],
+        "second half": 2 * t >= length[traj],
+    }
+    return {name: mask for name, mask in masks.items() if mask.any()}
+
+
+@dataclass
+class Score:
+    """One estimator (or reference row) on one set: each metric's value and 95% interval,
+    overall and by part, and the paired differences against ``--against``."""
+
+    estimator: str
+    set: str
+    parts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    against: dict[str, Any] | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record (``{"estimator", "set", "pearson": {"value", "ci"}, ...}``)."""
+        overall = self.parts.get("all", {})
+        return {
+            "estimator": self.estimator,
+            "set": self.set,
+            **{name: overall.get(name) for name in METRICS},
+            "rows": overall.get("rows"),
+            "parts": {part: figures for part, figures in self.parts.items() if part != "all"},
+            **({"against": self.against} if self.against is not None else {}),
+        }
+
+
+def score(
+    label: str, estimate: np.ndarray, credit: CreditSet, base: np.ndarray | None = None
+) -> Score:
+    """``estimate`` against the set's truth on every part, with 95% intervals from resampling
+    the set's tasks (the same resamples for every estimator of the set: seeded by the set and
+    the part); with ``base`` (another estimator's advantages), the paired differences (this
+    minus base) on the same resamples."""
+    result = Score(label, credit.name)
+    truth, error = credit.true_advantage, credit.standard_error
+    for part, mask in part_masks(credit).items():
+        codes = pd.factorize(credit.tasks[mask])[0]
+        ones = np.ones((1, int(codes.max()) + 1))
+        drawn = resample_counts(credit.tasks[mask], seed_from("credit", credit.name, part) % 2**32)
+        truth_here, error_here = truth[mask], error[mask]
+        point = task_metrics(estimate[mask], truth_here, error_here, codes, ones)
+        spread = (
+            task_metrics(estimate[mask], truth_here, error_here, codes, drawn[1])
+            if drawn is not None
+            else None
+        )
+        result.parts[part] = {
+            "rows": int(mask.sum()),
+            **{
+                name: {
+                    "value": float(point[name][0]),
+                    "ci": percentile_interval(spread[name])
+                    if spread is not None
+                    else (math.nan, math.nan),
+                }
+                for name in METRICS
+            },
+        }
+        if base is not None and part == "all":
+            other = task_metrics(base[mask], truth_here, error_here, codes, ones)
+            other_spread = (
+                task_metrics(base[mask], truth_here, error_here, codes, drawn[1])
+                if drawn is not None
+                else None
+            )
+            result.against = {
+                name: {
+                    "value": float(point[name][0] - other[name][0]),
+                    "ci": percentile_interval(spread[name] - other_spread[name])
+                    if spread is not None and other_spread is not None
+                    else (math.nan, math.nan),
+                }
+                for name in METRICS
+            }
+    return result
+
+
+def reference_scores(credit: CreditSet) -> list[Score]:
+    """The two reference rows of a set (module docstring)."""
+    ceiling = Score(CEILING, credit.name)
+    share = credit.noise_share
+    bound = math.sqrt(max(0.0, 1.0 - share)) if not math.isnan(share) else math.nan
+    ceiling.parts["all"] = {
+        "rows": len(credit.batch),
+        "pearson": {"value": bound, "ci": (math.nan, math.nan)},
+        **{name: None for name in METRICS if name != "pearson"},
+    }
+    perfect = return_to_go(credit.batch, credit.gamma) - credit.value
+    return [ceiling, score(PERFECT_BASELINE, perfect, credit)]
+
+
+def speed(candidate: Candidate, rows: int = SPEED_ROWS) -> float | None:
+    """Seconds the candidate takes on ``bench estimators``' synthetic batch of ``rows`` rows
+    (best of two; ``None`` for one that needs hidden states, whose width decides its time)."""
+    if candidate.needs:
+        return None
+    from agentbench_rl.bench.estimators import synthetic_rollout
+
+    batch = synthetic_rollout(rows, seed=rows).batch()
+    probe = CreditSet(
+        name=f"synthetic-{rows}",
+        kind="exact",
+        batch=batch,
+        category=np.zeros(rows, dtype=object),
+        true_advantage=np.zeros(rows),
+        standard_error=np.zeros(rows),
+        value=np.zeros(rows),
+        value_standard_error=np.zeros(rows),
+        settings={"gamma": 0.95},
+    )
+    times = [estimate_all(candidate, [probe]).seconds.get(probe.name) for _ in range(2)]
+    return min((s for s in times if s is not None), default=None)
+
+
+def default_candidates() -> list[Candidate]:
+    """Every registered estimator at its defaults (entry points included)."""
+    from agentbench_rl.estimators import available
+
+    return [Candidate.parse(name) for name in available()]

@@ -1,0 +1,310 @@
+"""Credit sets: a frozen rollout batch with the true advantage of every row, as data.
+
+A set is what ``bench fidelity --export-set`` (the Monte-Carlo truth of a real env) and
+``bench credit-set`` (an exact MDP of the learning testbed) write, and what ``bench credit``
+scores any estimator on in seconds, with no env and no model. One folder per set::
+
+    set.json   schema, name, kind ("monte-carlo" | "exact"), the settings it was made with
+               (env, split, tasks, group size, policy, seed, K, γ, ...), its hidden states'
+               source, layer and dtype, the commit and command that made it, and the sha256
+               of set.npz
+    set.npz    one array per column: every StepBatch column an estimator may read (group,
+               traj, t, reward, obs_key, state_key, action_key, valid, success, next_obs_key,
+               hidden where the policy handed them over), the row's category, and the truth:
+               true_advantage, standard_error, value, value_standard_error (0 for an exact set)
+
+Strings are stored as fixed-width Unicode arrays, so loading never unpickles (``allow_pickle``
+stays off); the checksum and the schema are checked first, so a tampered, truncated or foreign
+file is refused in one line naming it.
+
+Example:
+    >>> import tempfile
+    >>> made = mdp_set("lucky_rare", tasks=2, group_size=3, seed=0)
+    >>> folder = Path(tempfile.mkdtemp()) / made.name
+    >>> write_set(made, folder)
+    >>> loaded = read_set(folder)
+    >>> len(loaded.batch) == len(made.batch), loaded.kind, loaded.settings["gamma"]
+    (True, 'exact', 0.95)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
+from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.core.jsonfile import read_json
+
+SCHEMA = 1
+META_FILE = "set.json"
+ARRAYS_FILE = "set.npz"
+#: The batch columns a set always holds, and those it holds when it has them.
+BATCH_COLUMNS = (
+    *("group", "traj", "t", "reward", "obs_key", "state_key", "action_key", "valid"),
+    *("success", "next_obs_key"),
+)
+OPTIONAL_BATCH_COLUMNS = ("hidden",)
+TRUTH_COLUMNS = ("true_advantage", "standard_error", "value", "value_standard_error")
+_STRING_COLUMNS = ("group", "traj", "obs_key", "state_key", "action_key", "next_obs_key")
+#: γ of every standard set (the estimators' default, and the fidelity runs').
+GAMMA = 0.95
+
+
+class CreditSetError(ValueError):
+    """A set that cannot be read: one line naming the file and the problem."""
+
+
+@dataclass(frozen=True)
+class CreditSet:
+    """One frozen batch and its truth (module docstring).
+
+    ``settings`` say how the set was made; ``hidden`` where its hidden states come from (``None``:
+    the set has none, and BiPACE is not scored on it); ``made`` the commit, date and command.
+    """
+
+    name: str
+    kind: str  # "monte-carlo" or "exact"
+    batch: StepBatch
+    category: np.ndarray
+    true_advantage: np.ndarray
+    standard_error: np.ndarray
+    value: np.ndarray
+    value_standard_error: np.ndarray
+    settings: dict[str, Any]
+    hidden: dict[str, Any] | None = None
+    made: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gamma(self) -> float:
+        """The discount of the truth (and of the estimators that discount, when scored)."""
+        return float(self.settings["gamma"])
+
+    @property
+    def tasks(self) -> np.ndarray:
+        """Each row's task draw (its group): what the bootstrap resamples."""
+        return np.asarray(self.batch.group).astype(str)
+
+    @property
+    def success_rate(self) -> float:
+        """The share of the set's trajectories that succeeded."""
+        return float(np.mean(_trajectory_success(self.batch)))
+
+    @property
+    def noise_share(self) -> float:
+        """The share of the true advantages' variance that is Monte-Carlo noise (0: exact)."""
+        spread = float(np.var(self.true_advantage))
+        noise = float(np.mean(self.standard_error**2))
+        return noise / spread if spread > 0 else float("nan")
+
+
+def _arrays(credit: CreditSet) -> dict[str, np.ndarray]:
+    batch = credit.batch
+    arrays: dict[str, np.ndarray] = {}
+    for name in BATCH_COLUMNS:
+        values = getattr(batch, name)
+        if values is None:
+            raise CreditSetError(f"credit set {credit.name}: the batch has no '{name}' column")
+        arrays[name] = (
+            np.asarray([str(v) for v in values]) if name in _STRING_COLUMNS else np.asarray(values)
+        )
+    if batch.hidden is not None:
+        arrays["hidden"] = np.asarray(batch.hidden, dtype=np.float16)
+    arrays["category"] = np.asarray([str(v) for v in credit.category])
+    for name in TRUTH_COLUMNS:
+        arrays[name] = np.asarray(getattr(credit, name), dtype=np.float64)
+    return arrays
+
+
+def write_set(credit: CreditSet, folder: Path) -> None:
+    """Write ``credit`` to ``folder`` (both files atomically, the arrays first)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    arrays = _arrays(credit)
+    np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
+    data = buffer.getvalue()
+    atomic_write_bytes(folder / ARRAYS_FILE, data)
+    meta = {
+        "schema": SCHEMA,
+        "name": credit.name,
+        "kind": credit.kind,
+        "rows": len(credit.batch),
+        "tasks": int(credit.batch.n_groups),
+        "trajectories": int(credit.batch.n_trajs),
+        "success_rate": credit.success_rate,
+        "noise_share": credit.noise_share,
+        "columns": sorted(arrays),
+        "settings": credit.settings,
+        "hidden": credit.hidden,
+        "made": credit.made,
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    atomic_write_text(
+        folder / META_FILE, json.dumps(meta, indent=1, allow_nan=True, ensure_ascii=False) + "\n"
+    )
+
+
+def _trajectory_success(batch: StepBatch) -> np.ndarray:
+    """One success flag per trajectory."""
+    assert batch.success is not None
+    codes, n_trajs = batch.codes("traj")
+    success = np.zeros(n_trajs, dtype=bool)
+    success[codes] = batch.success
+    return success
+
+
+def read_set(folder: Path) -> CreditSet:
+    """The set in ``folder``; :class:`CreditSetError` in one line for a missing, foreign,
+    tampered or malformed set."""
+    folder = Path(folder)
+    meta_path, arrays_path = folder / META_FILE, folder / ARRAYS_FILE
+    for path in (meta_path, arrays_path):
+        if not path.is_file():
+            raise CreditSetError(
+                f"{path}: no such file (a credit set is {META_FILE} + {ARRAYS_FILE})"
+            )
+    try:
+        meta = read_json(meta_path, str(meta_path))
+    except ValueError as problem:
+        raise CreditSetError(str(problem)) from None
+    if not isinstance(meta, dict) or "schema" not in meta:
+        raise CreditSetError(f"{meta_path}: not a credit set (no schema)")
+    if meta["schema"] != SCHEMA:
+        raise CreditSetError(
+            f"{meta_path}: schema {meta['schema']!r}, this version reads schema {SCHEMA}"
+        )
+    data = arrays_path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+        raise CreditSetError(
+            f"{arrays_path}: its sha256 differs from {META_FILE}'s: the file was changed or "
+            "belongs to another set"
+        )
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (ValueError, OSError) as problem:
+        raise CreditSetError(f"{arrays_path}: not readable ({problem})") from None
+    required = (*BATCH_COLUMNS, "category", *TRUTH_COLUMNS)
+    missing = [name for name in required if name not in arrays]
+    if missing:
+        raise CreditSetError(f"{arrays_path}: lacks the column(s) {', '.join(missing)}")
+    rows = len(arrays["t"])
+    uneven = [name for name, values in arrays.items() if len(values) != rows]
+    if uneven:
+        raise CreditSetError(f"{arrays_path}: column(s) {', '.join(uneven)} not of {rows} rows")
+    columns = {
+        name: arrays[name].astype(object) if name in _STRING_COLUMNS else arrays[name]
+        for name in BATCH_COLUMNS
+    }
+    if "hidden" in arrays:
+        columns["hidden"] = arrays["hidden"].astype(np.float32)
+    try:
+        batch = StepBatch(**columns)
+    except ValueError as problem:
+        raise CreditSetError(f"{arrays_path}: {problem}") from None
+    return CreditSet(
+        name=str(meta.get("name", folder.name)),
+        kind=str(meta.get("kind")),
+        batch=batch,
+        category=arrays["category"].astype(object),
+        **{name: arrays[name].astype(np.float64) for name in TRUTH_COLUMNS},
+        settings=dict(meta.get("settings") or {}),
+        hidden=meta.get("hidden"),
+        made=dict(meta.get("made") or {}),
+    )
+
+
+def read_sets(root: Path) -> list[CreditSet]:
+    """Every set under ``root`` (a folder of set folders, or one set), by name."""
+    root = Path(root)
+    if (root / META_FILE).is_file():
+        return [read_set(root)]
+    folders = sorted(path.parent for path in root.glob(f"*/{META_FILE}"))
+    if not folders:
+        raise CreditSetError(f"{root}: no credit set here (no */{META_FILE})")
+    return [read_set(folder) for folder in folders]
+
+
+# ------------------------------------------------------------------------------ exact MDP sets
+def mdp_set_name(mdp_name: str) -> str:
+    """The set name of an MDP of the learning testbed (``mdp-lucky-rare``)."""
+    return f"mdp-{mdp_name.replace('_', '-')}"
+
+
+def mdp_of(set_name: str) -> str:
+    """The MDP a set name stands for; ``ValueError`` naming the choices.
+
+    Example:
+        >>> mdp_of("mdp-lucky-rare")
+        'lucky_rare'
+    """
+    from agentbench_rl.bench.learning.family import FAMILY
+
+    name = set_name.removeprefix("mdp-").replace("-", "_")
+    if not set_name.startswith("mdp-") or name not in FAMILY:
+        choices = ", ".join(mdp_set_name(known) for known in FAMILY)
+        raise ValueError(f"no exact credit set '{set_name}' (choose from {choices})")
+    return name
+
+
+def mdp_set(
+    mdp_name: str, tasks: int = 16, group_size: int = 8, seed: int = 0, gamma: float = GAMMA
+) -> CreditSet:
+    """A batch of the learning testbed's MDP ``mdp_name`` played by its initial policy π₀ (the
+    policy every learning run starts from): ``tasks`` task draws x ``group_size`` trajectories,
+    drawn as the testbed draws an iteration (its seeded draws of iteration 0), with the exact
+    ``A_t(s, a)``, ``V_t(s)`` of π₀ by backward induction at discount ``gamma`` and the
+    testbed's synthetic hidden states (BiPACE's input)."""
+    from agentbench_rl.bench.learning.family import FAMILY
+    from agentbench_rl.bench.learning.loop import LearningConfig, SeedDraws, play, step_batch
+    from agentbench_rl.bench.learning.mdp import exact_tables, softmax
+
+    mdp = FAMILY[mdp_name]()
+    config = LearningConfig(tasks=tasks, group_size=group_size)
+    policies = softmax(mdp.initial_logits)[None]
+    played = play(mdp, policies, [SeedDraws.draw(mdp, seed, 0, config)], group_size)
+    steps = step_batch(mdp, played, group_size, config.hidden)
+    advantages, values = exact_tables(mdp, policies, gamma)
+    won = played.reward >= mdp.success_reward  # the step that collected a win
+    success_by_traj = np.zeros(played.traj.max() + 1, dtype=bool)
+    np.logical_or.at(success_by_traj, played.traj, won)
+    batch = replace(
+        steps,
+        group=np.array([f"{mdp_name}:{g}" for g in steps.group], dtype=object),
+        traj=np.array([f"{mdp_name}:{t}" for t in steps.traj], dtype=object),
+        success=success_by_traj[played.traj],
+    )
+    return CreditSet(
+        name=mdp_set_name(mdp_name),
+        kind="exact",
+        batch=batch,
+        category=np.full(len(batch), mdp_name, dtype=object),
+        true_advantage=advantages[0, played.t, played.state, played.action],
+        standard_error=np.zeros(len(batch)),
+        value=values[0, played.t, played.state],
+        value_standard_error=np.zeros(len(batch)),
+        settings={
+            "env": f"mdp:{mdp_name}",
+            "policy": "π₀ (the testbed's initial policy)",
+            "tasks": tasks,
+            "group_size": group_size,
+            "seed": seed,
+            "seed_stream": seed_from("learning", mdp_name, seed, 0),
+            "continuations": "exact",
+            "gamma": gamma,
+        },
+        hidden={
+            "source": "bench learning's synthetic hidden states (HiddenFeatures: a random "
+            "projection of the true state's factors and the last action, plus noise)",
+            "dim": int(config.hidden.dim),
+            "dtype": "float16",
+        },
+    )

@@ -1,0 +1,251 @@
+"""The credit benchmark (#43): the set format refuses what is not a set, the scores are the
+definitions' (checked by hand on small sets), a bad estimator is one line and the others still
+score, and every shipped set loads."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentbench_rl.bench.credit.bench import STANDARD_SETS, run
+from agentbench_rl.bench.credit.score import (
+    PERFECT_BASELINE,
+    Candidate,
+    estimate_all,
+    part_masks,
+    return_to_go,
+    score,
+)
+from agentbench_rl.bench.credit.sets import (
+    ARRAYS_FILE,
+    META_FILE,
+    CreditSet,
+    CreditSetError,
+    mdp_set,
+    read_set,
+    read_sets,
+    write_set,
+)
+from agentbench_rl.core.batch import StepBatch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def tiny_set(true: list[float], error: list[float] | None = None, tasks: int = 1) -> CreditSet:
+    """One-step trajectories, ``tasks`` groups, rewards 0..n-1: a set whose scores are easy by
+    hand."""
+    n = len(true)
+    batch = StepBatch.from_records(
+        [
+            {"group": i % tasks, "traj": i, "t": 0, "reward": float(i), "obs_key": "o",
+             "state_key": f"s{i}", "action_key": "a", "valid": True, "success": i % 2 == 0,
+             "next_obs_key": "end"}
+            for i in range(n)
+        ]
+    )  # fmt: skip
+    return CreditSet(
+        name="tiny",
+        kind="monte-carlo",
+        batch=batch,
+        category=np.full(n, "c", dtype=object),
+        true_advantage=np.asarray(true, dtype=float),
+        standard_error=np.asarray(error or [0.0] * n, dtype=float),
+        value=np.zeros(n),
+        value_standard_error=np.zeros(n),
+        settings={"env": "hand", "gamma": 0.95},
+    )
+
+
+def test_a_set_round_trips_and_its_files_are_checked(tmp_path: Path) -> None:
+    made = mdp_set("lucky_rare", tasks=4, group_size=3, seed=1)
+    folder = tmp_path / made.name
+    write_set(made, folder)
+    loaded = read_set(folder)
+
+    def columns(credit: CreditSet) -> list[dict[str, object]]:
+        return [
+            {key: value for key, value in record.items() if key != "hidden"}
+            for record in credit.batch.to_records()
+        ]
+
+    assert columns(loaded) == columns(made)
+    assert np.array_equal(loaded.true_advantage, made.true_advantage)
+    assert loaded.hidden is not None and loaded.batch.hidden is not None
+    assert np.allclose(loaded.batch.hidden, made.batch.hidden, atol=1e-2)  # stored as float16
+    # a byte changed in the arrays: refused, naming the file
+    data = bytearray((folder / ARRAYS_FILE).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    (folder / ARRAYS_FILE).write_bytes(bytes(data))
+    with pytest.raises(CreditSetError, match=r"set\.npz: its sha256 differs"):
+        read_set(folder)
+    # a foreign schema, and not a set at all
+    write_set(made, folder)
+    meta = json.loads((folder / META_FILE).read_text("utf-8"))
+    (folder / META_FILE).write_text(json.dumps({**meta, "schema": 99}), "utf-8")
+    with pytest.raises(CreditSetError, match="schema 99, this version reads schema 1"):
+        read_set(folder)
+    (folder / META_FILE).write_text("[1, 2]", "utf-8")
+    with pytest.raises(CreditSetError, match="not a credit set"):
+        read_set(folder)
+    with pytest.raises(CreditSetError, match="no credit set here"):
+        read_sets(tmp_path / "empty")
+
+
+def test_scores_are_the_definitions_by_hand() -> None:
+    # estimate = 2·truth on 3 rows and one row off: Pearson of (2, -2, 0, 1) with (1, -1, 0, 1)
+    credit = tiny_set([1.0, -1.0, 0.0, 1.0], error=[0.1, 0.1, 0.1, 1.0])
+    figures = score("x", np.array([2.0, -2.0, 0.0, 1.0]), credit).parts["all"]
+    x, y = np.array([2.0, -2.0, 0.0, 1.0]), np.array([1.0, -1.0, 0.0, 1.0])
+    pearson = ((x - x.mean()) * (y - y.mean())).sum() / math.sqrt(
+        ((x - x.mean()) ** 2).sum() * ((y - y.mean()) ** 2).sum()
+    )
+    assert figures["pearson"]["value"] == pytest.approx(pearson)
+    # sign agreement: rows 0 and 1 are clear of their noise (|A| > 2 se) and agree; row 3 is not
+    assert figures["sign_agreement"]["value"] == pytest.approx(1.0)
+    # relative error after the best scale c = Σxy/Σx² = 10/9: residual 1/9 · Σ... by hand
+    c = (x * y).sum() / (x * x).sum()
+    assert figures["relative_mse"]["value"] == pytest.approx(
+        ((c * x - y) ** 2).sum() / (y * y).sum()
+    )
+    # one task: no interval
+    assert math.isnan(figures["pearson"]["ci"][0])
+
+
+def test_the_perfect_baseline_and_the_parts() -> None:
+    records = [
+        {"group": 0, "traj": "a", "t": t, "reward": r, "obs_key": o, "state_key": o,
+         "action_key": "x", "valid": True, "success": True, "next_obs_key": "n"}
+        for t, (r, o) in enumerate(((0.0, "p"), (0.0, "q"), (1.0, "p")))
+    ] + [
+        {"group": 0, "traj": "b", "t": 0, "reward": 0.0, "obs_key": "p", "state_key": "p",
+         "action_key": "y", "valid": True, "success": False, "next_obs_key": "n"}
+    ]  # fmt: skip
+    batch = StepBatch.from_records(records)
+    # G_t with γ = 0.5: trajectory a gets 0.25, 0.5, 1; b gets 0
+    assert return_to_go(batch, 0.5).tolist() == [0.25, 0.5, 1.0, 0.0]
+    credit = replace(tiny_set([0.0] * 4), batch=batch, category=np.full(4, "c", dtype=object))
+    masks = part_masks(credit)
+    assert masks["singleton anchor rows"].tolist() == [False, True, False, False]  # q: alone
+    assert masks["failed trajectories"].tolist() == [False, False, False, True]
+    assert masks["first half"].tolist() == [True, True, False, True]  # 2t < T: t = 0, 1 of 3
+
+
+BAD = textwrap.dedent(
+    """
+    import math, time
+    import numpy as np
+
+    def raises(batch):
+        raise RuntimeError("my bug")
+
+    def short(batch):
+        return np.zeros(len(batch) - 1)
+
+    def nan(batch):
+        values = np.zeros(len(batch))
+        values[3] = math.nan
+        return values
+
+    def slow(batch):
+        time.sleep(60)
+
+    def good(batch):
+        return np.asarray(batch.reward, dtype=float)
+    """
+)
+
+
+def test_a_bad_estimator_is_one_line_and_the_others_still_score(tmp_path: Path) -> None:
+    (tmp_path / "bad_estimators.py").write_text(BAD, "utf-8")
+    sets = tmp_path / "sets"
+    write_set(mdp_set("lucky_rare", tasks=6, group_size=3), sets / "mdp-lucky-rare")
+    rows = len(read_set(sets / "mdp-lucky-rare").batch)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        for name, problem in (
+            ("raises", "RuntimeError: my bug"),
+            ("short", f"returned {rows - 1} advantages for {rows} rows"),
+            ("nan", "returned nan at row 3 (NaN or infinity)"),
+        ):
+            found = estimate_all(Candidate.parse(f"python:bad_estimators:{name}"), read_sets(sets))
+            assert found.values == {} and problem in found.problems["mdp-lucky-rare"], name
+        slow = estimate_all(
+            Candidate.parse("python:bad_estimators:slow"), read_sets(sets), time_limit=1.0
+        )
+        assert "ran past the time limit of 1 s" in slow.problems["mdp-lucky-rare"]
+        report = run(
+            ["python:bad_estimators:raises", "python:bad_estimators:good", "grpo"],
+            sets,
+            tmp_path / "out",
+            timed=False,
+        )
+    finally:
+        sys.path.remove(str(tmp_path))
+    scored = {record["estimator"] for record in report.records()}
+    assert {"python:bad_estimators:good", "grpo", PERFECT_BASELINE} <= scored
+    assert "python:bad_estimators:raises" not in scored
+    card = (tmp_path / "out" / "credit.md").read_text("utf-8")
+    assert "- python:bad_estimators:raises on mdp-lucky-rare: RuntimeError: my bug" in card
+
+
+def test_paired_differences_use_the_same_resamples() -> None:
+    credit = mdp_set("detours", tasks=8, group_size=4)
+    truth = credit.true_advantage
+    noisy = truth + np.random.default_rng(0).normal(0, 1, len(truth))
+    versus = score("noisy", noisy, credit, base=truth)
+    assert versus.against is not None
+    difference = versus.against["pearson"]
+    # noisy minus the truth itself: negative, and its interval excludes 0
+    assert difference["value"] < 0 and difference["ci"][1] < 0
+    assert difference["value"] == pytest.approx(versus.parts["all"]["pearson"]["value"] - 1.0)
+
+
+def test_every_shipped_set_loads_and_the_mdp_sets_are_their_recipe() -> None:
+    sets = read_sets(STANDARD_SETS)
+    names = {credit.name for credit in sets}
+    from agentbench_rl.bench.learning.family import FAMILY
+
+    assert {f"mdp-{name.replace('_', '-')}" for name in FAMILY} <= names
+    total = sum(path.stat().st_size for path in STANDARD_SETS.rglob("*") if path.is_file())
+    assert total < 30 * 2**20  # the issue's budget
+    for credit in sets:
+        if credit.kind == "exact":  # made again from its recipe: the same set, row for row
+            settings = credit.settings
+            again = mdp_set(
+                settings["env"].removeprefix("mdp:"),
+                settings["tasks"],
+                settings["group_size"],
+                settings["seed"],
+                settings["gamma"],
+            )
+            assert again.batch.to_records()[0].keys() >= {"group", "traj", "t"}
+            assert np.array_equal(again.true_advantage, credit.true_advantage), credit.name
+
+
+def test_the_command_line_scores_a_plain_function(tmp_path: Path) -> None:
+    (tmp_path / "mine.py").write_text(
+        "import numpy as np\n\ndef rewards(batch):\n    return np.asarray(batch.reward)\n",
+        "utf-8",
+    )
+    sets = tmp_path / "sets"
+    write_set(mdp_set("branching", tasks=6, group_size=3), sets / "mdp-branching")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentbench_rl.cli", "bench", "credit", "--estimator",
+         "python:mine:rewards", "--estimator", "gigpo", "--sets", str(sets), "--against",
+         "gigpo", "--out", str(tmp_path / "out"), "--no-speed"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    records = json.loads((tmp_path / "out" / "credit.json").read_text("utf-8"))["records"]
+    mine = next(r for r in records if r["estimator"] == "python:mine:rewards")
+    assert set(mine) >= {"estimator", "set", "pearson", "spearman", "sign_agreement", "against"}
+    assert len(mine["pearson"]["ci"]) == 2
