@@ -68,6 +68,7 @@ from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
+from agentbench_rl.harness.provenance import agent_weights_fingerprint
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -614,7 +615,9 @@ def run(
     truth = assemble_truth(settings, batch, {t: chunk.returns for t, chunk in chunks.items()})
     if export_set is not None:
         name = Path(export_set).name
-        write_set(monte_carlo_set(name, settings, batch, truth, agent, made or {}), export_set)
+        weights = {"agent_weights": agent_weights_fingerprint(settings.agent)}  # hf: agents
+        made = {**(made or {}), **weights}
+        write_set(monte_carlo_set(name, settings, batch, truth, agent, made), export_set)
         console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
     payload["cost"] = {
