@@ -955,9 +955,19 @@ _LEADERBOARD_ROOT = Path("leaderboards")
 def leaderboard_validate(
     folder: Annotated[Path, typer.Argument(help="Results folder of eval plus metadata.json.")],
 ) -> None:
-    """Recompute every figure of a submission from its episodes; name the first problem."""
+    """Recompute every figure of a submission from its episodes (an estimator's: score it on
+    every standard credit set); name the first problem."""
+    from agentbench_rl.bench.credit.board import CARD, read_card, validate_estimator
     from agentbench_rl.leaderboard.render import percent
     from agentbench_rl.leaderboard.validate import validate_submission
+
+    if (folder / CARD).is_file():
+        scored = validate_estimator(folder)
+        console_for().print(
+            escape(f"valid: estimator {read_card(folder).name}, scored on {len(scored)} sets"),
+            highlight=False,
+        )
+        return
 
     submission = validate_submission(folder)
     success = submission.figures["success"]
@@ -1027,8 +1037,18 @@ def leaderboard_submit(
     folder: Annotated[Path, typer.Argument(help="Results folder of eval plus metadata.json.")],
     root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,
 ) -> None:
-    """Validate a submission and file it under ROOT/<env>/<split>/ (never overwriting one)."""
+    """Validate a submission and file it under ROOT/<env>/<split>/ (an estimator's under
+    ROOT/estimators/; never overwriting one)."""
+    from agentbench_rl.bench.credit.board import CARD, submit_estimator
     from agentbench_rl.leaderboard.store import submit
+
+    if (folder / CARD).is_file():
+        filed_estimator = submit_estimator(folder, root)
+        console.print(
+            escape(f"filed as {filed_estimator}/; run agentbench-rl leaderboard render"),
+            highlight=False,
+        )
+        return
 
     filed = submit(folder, root)
     console.print(
@@ -1042,11 +1062,14 @@ def leaderboard_submit(
 def leaderboard_render(
     root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,
 ) -> None:
-    """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions."""
+    """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions, and the
+    estimators board ROOT/estimators/README.md (every figure scored again on the credit sets)."""
+    from agentbench_rl.bench.credit.board import render_board
     from agentbench_rl.leaderboard.render import render
 
     require("plot", "leaderboard render")
     written = render(root, on_skip=_warning_line)
+    written.append(render_board(root))
     console.print(
         escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
         highlight=False,

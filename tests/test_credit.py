@@ -249,3 +249,54 @@ def test_the_command_line_scores_a_plain_function(tmp_path: Path) -> None:
     mine = next(r for r in records if r["estimator"] == "python:mine:rewards")
     assert set(mine) >= {"estimator", "set", "pearson", "spearman", "sign_agreement", "against"}
     assert len(mine["pearson"]["ci"]) == 2
+
+
+def submission(folder: Path, source: str, **card: object) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "estimator.py").write_text(source, "utf-8")
+    fields = {
+        "name": "Reward now",
+        "function": "estimate",
+        "authors": "tests",
+        "url": None,
+        "description": "the step's own reward as its advantage",
+        **card,
+    }
+    (folder / "card.json").write_text(json.dumps(fields), "utf-8")
+    return folder
+
+
+def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -> None:
+    from agentbench_rl.bench.credit.board import (
+        EstimatorSubmissionError,
+        read_card,
+        render_board,
+        submit_estimator,
+        validate_estimator,
+    )
+
+    sets = tmp_path / "sets"
+    write_set(mdp_set("branching", tasks=6, group_size=3), sets / "mdp-branching")
+    good = submission(
+        tmp_path / "good",
+        "import numpy as np\n\ndef estimate(batch):\n    return np.asarray(batch.reward, float)\n",
+    )
+    assert validate_estimator(good, sets) == {
+        "mdp-branching": len(read_set(sets / "mdp-branching").batch)
+    }
+    bad = submission(tmp_path / "bad", "def estimate(batch):\n    return [0.0]\n")
+    with pytest.raises(EstimatorSubmissionError, match="on the set mdp-branching: returned 1 adv"):
+        validate_estimator(bad, sets)
+    with pytest.raises(EstimatorSubmissionError, match="'url' must be an http"):
+        read_card(submission(tmp_path / "url", "", url="ftp://x"))
+    with pytest.raises(EstimatorSubmissionError, match="give 'function'"):
+        read_card(submission(tmp_path / "neither", "", function=None))
+    root = tmp_path / "boards"
+    filed = submit_estimator(good, root, sets)
+    assert filed == root / "estimators" / "reward-now"
+    with pytest.raises(EstimatorSubmissionError, match="exists"):
+        submit_estimator(good, root, sets)
+    board = render_board(root, sets).read_text("utf-8")
+    row = next(line for line in board.splitlines() if "| Reward now |" in line)
+    assert "[submission](reward-now/)" in row
+    assert "| gigpo | built-in |" in board and "perfect baseline" in board

@@ -78,20 +78,23 @@ class Report:
 
 
 def run(
-    estimators: Sequence[str] | None,
+    estimators: Sequence[str | Candidate] | None,
     sets_root: Path = STANDARD_SETS,
     out: Path | None = None,
     against: str | None = None,
     console: Console | None = None,
     timed: bool = True,
 ) -> Report:
-    """Score every estimator (``None``: every registered one) on every set under
+    """Score every estimator (a spec or a :class:`Candidate`; ``None``: every registered one)
+    on every set under
     ``sets_root``; with ``against``, paired differences against that estimator; write the card,
     the plot and the JSON to ``out``; ``timed``: also the speed at 100k rows."""
     started = time.perf_counter()
     sets = read_sets(sets_root)
     candidates = (
-        [Candidate.parse(text) for text in estimators] if estimators else default_candidates()
+        [c if isinstance(c, Candidate) else Candidate.parse(c) for c in estimators]
+        if estimators
+        else default_candidates()
     )
     if against is not None and against not in [c.label for c in candidates]:
         candidates.append(Candidate.parse(against))

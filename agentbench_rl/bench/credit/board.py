@@ -1,0 +1,220 @@
+"""The estimators board: one row per built-in estimator and per submitted one, every figure
+recomputed from the standard credit sets when the board is rendered.
+
+A submission is a folder with the estimator's source and its card::
+
+    estimator.py   defines the function (``(batch: StepBatch) -> one advantage per row``)
+    card.json      {"name", "function", "authors", "url", "description"}
+
+or, for an installed package, a card whose ``entry_point`` names the estimator (the
+``agentbench_rl.estimators`` entry point group). ``leaderboard validate DIR`` reads the card
+and scores the estimator on every standard set in a child process under the time and memory
+limits of :mod:`.score` (a function that raises, returns the wrong length, NaN or infinity, or
+runs past the limit is refused, naming the set); ``leaderboard submit DIR`` files it under
+``leaderboards/estimators/<slug>/``; ``leaderboard render`` scores every row again and writes
+``leaderboards/estimators/README.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from agentbench_rl.bench.credit.bench import STANDARD_SETS, Report
+from agentbench_rl.bench.credit.bench import run as run_credit
+from agentbench_rl.bench.credit.score import PERFECT_BASELINE, Candidate, estimate_all
+from agentbench_rl.bench.credit.sets import read_sets
+from agentbench_rl.core.atomic import atomic_write_text
+from agentbench_rl.core.jsonfile import read_json
+
+CARD = "card.json"
+SOURCE = "estimator.py"
+BOARD_FOLDER = "estimators"
+_CARD_KEYS = {"name", "function", "entry_point", "authors", "url", "description"}
+#: The row groups of the board: the sets whose names start so.
+ENV_PREFIXES = ("mdp", "sokoban", "textcraft", "webshop", "alfworld")
+
+
+class EstimatorSubmissionError(ValueError):
+    """A submission that cannot go on the board: one line naming the file and the problem."""
+
+
+@dataclass(frozen=True)
+class EstimatorCard:
+    """What a submission says of itself."""
+
+    name: str
+    authors: str
+    description: str
+    url: str | None
+    function: str | None  # in estimator.py
+    entry_point: str | None  # an installed estimator
+
+
+def read_card(folder: Path) -> EstimatorCard:
+    """The card of a submission folder, checked; :class:`EstimatorSubmissionError` in one line."""
+    path = Path(folder) / CARD
+    if not path.is_file():
+        raise EstimatorSubmissionError(f"{path}: no such file (an estimator submission's card)")
+    try:
+        card = read_json(path, str(path))
+    except ValueError as problem:
+        raise EstimatorSubmissionError(str(problem)) from None
+    if not isinstance(card, dict):
+        raise EstimatorSubmissionError(f"{path}: expected a JSON object")
+    unknown = sorted(set(card) - _CARD_KEYS)
+    if unknown:
+        raise EstimatorSubmissionError(f"{path}: unknown key(s) {', '.join(unknown)}")
+    for key in ("name", "authors", "description"):
+        value = card.get(key)
+        if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\n" in value:
+            raise EstimatorSubmissionError(f"{path}: '{key}' must be one line of text")
+    function, entry = card.get("function"), card.get("entry_point")
+    if (function is None) == (entry is None):
+        raise EstimatorSubmissionError(f"{path}: give 'function' (in {SOURCE}) or 'entry_point'")
+    for key, value in (("function", function), ("entry_point", entry)):
+        if value is not None and (not isinstance(value, str) or not value.isidentifier()):
+            raise EstimatorSubmissionError(f"{path}: '{key}' must be a Python name")
+    if function is not None and not (Path(folder) / SOURCE).is_file():
+        raise EstimatorSubmissionError(f"{Path(folder) / SOURCE}: no such file")
+    url = card.get("url")
+    if url is not None and not (isinstance(url, str) and re.match(r"^https?://\S+$", url)):
+        raise EstimatorSubmissionError(f"{path}: 'url' must be an http(s) address or null")
+    return EstimatorCard(card["name"], card["authors"], card["description"], url, function, entry)
+
+
+@contextmanager
+def importable(folder: Path) -> Iterator[None]:
+    """The submission's folder on ``sys.path`` while it is scored (a child process started
+    meanwhile inherits it)."""
+    entry = str(Path(folder).resolve())
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        sys.path.remove(entry)
+        sys.modules.pop("estimator", None)
+
+
+def candidate_of(folder: Path, card: EstimatorCard) -> Candidate:
+    """What the board scores for a submission (labelled by its card's name)."""
+    if card.entry_point is not None:
+        return Candidate.parse(card.entry_point)
+    return Candidate(label=card.name, function=f"python:estimator:{card.function}")
+
+
+def validate_estimator(folder: Path, sets_root: Path = STANDARD_SETS) -> dict[str, float]:
+    """Score a submission on every standard set (in a child, under the limits); the rows it
+    scored by set name; :class:`EstimatorSubmissionError` naming the first problem."""
+    card = read_card(folder)
+    with importable(folder):
+        found = estimate_all(candidate_of(folder, card), read_sets(sets_root))
+    if found.problems:
+        name, problem = next(iter(found.problems.items()))
+        if "needs hidden states" not in problem:
+            raise EstimatorSubmissionError(f"{folder}: on the set {name}: {problem}")
+    return {name: len(values) for name, values in found.values.items()}  # rows scored
+
+
+def submit_estimator(folder: Path, root: Path, sets_root: Path = STANDARD_SETS) -> Path:
+    """Validate and file a submission under ``root/estimators/<slug>/`` (never overwriting)."""
+    card = read_card(folder)
+    validate_estimator(folder, sets_root)
+    slug = re.sub(r"[^a-z0-9]+", "-", card.name.lower()).strip("-")[:40] or "estimator"
+    target = Path(root) / BOARD_FOLDER / slug
+    if target.exists():
+        raise EstimatorSubmissionError(f"{target} exists: an estimator of that name is filed")
+    target.mkdir(parents=True)
+    for name in (CARD, SOURCE):
+        if (Path(folder) / name).is_file():
+            shutil.copy2(Path(folder) / name, target / name)
+    return target
+
+
+def submissions(root: Path) -> list[tuple[Path, EstimatorCard]]:
+    """The filed submissions, by folder name."""
+    board = Path(root) / BOARD_FOLDER
+    return [
+        (folder, read_card(folder))
+        for folder in sorted(board.glob("*"))
+        if folder.is_dir() and (folder / CARD).is_file()
+    ]
+
+
+def render_board(root: Path, sets_root: Path = STANDARD_SETS) -> Path:
+    """Score every built-in estimator and every filed submission on the standard sets and write
+    ``root/estimators/README.md``; returns its path."""
+    filed = submissions(root)
+    report = run_credit(None, sets_root, timed=False)
+    for folder, card in filed:  # one at a time: each is a module called "estimator"
+        with importable(folder):
+            extra = run_credit([candidate_of(folder, card)], sets_root, timed=False)
+        report.scores.extend(s for s in extra.scores if s.estimator == card.name)
+        report.problems.update(extra.problems)
+    path = Path(root) / BOARD_FOLDER / "README.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, board_markdown(report, {card.name: folder for folder, card in filed}))
+    return path
+
+
+def _group_mean(report: Report, estimator: str, prefix: str) -> float:
+    values = []
+    for credit in report.sets:
+        if not credit.name.startswith(prefix):
+            continue
+        entry = report.find(estimator, credit.name)
+        if entry is not None:
+            value = entry.parts["all"]["pearson"]["value"]
+            if not math.isnan(value):
+                values.append(value)
+    return float(np.mean(values)) if values else math.nan
+
+
+def board_markdown(report: Report, filed: dict[str, Path]) -> str:
+    """The board: an estimator per row, its mean Pearson correlation with the truth on each
+    group of sets, sorted by the mean over the real envs' sets."""
+    groups = [p for p in ENV_PREFIXES if any(s.name.startswith(p) for s in report.sets)]
+    rows = []
+    for estimator in report.estimators():
+        if estimator.startswith("ceiling"):
+            continue
+        means = {prefix: _group_mean(report, estimator, prefix) for prefix in groups}
+        envs = [means[p] for p in groups if p != "mdp" and not math.isnan(means[p])]
+        rows.append((estimator, means, float(np.mean(envs)) if envs else math.nan))
+    rows.sort(key=lambda row: -row[2] if not math.isnan(row[2]) else math.inf)
+    lines = [
+        "# Estimators board",
+        "",
+        "Generated by `agentbench-rl leaderboard render`: every figure is recomputed from the "
+        "standard credit sets (`agentbench_rl/bench/credit/standard/`: the learning testbed's "
+        "eight MDPs with exact truth, and Monte-Carlo truth on Sokoban, TextCraft, WebShop and "
+        "ALFWorld) each time the board is rendered; do not edit by hand. Cells: the mean "
+        "Pearson correlation with the true advantage over each group's sets (each set's "
+        "figure, with its 95% interval over tasks, is in `agentbench-rl bench credit`'s card). "
+        f"`{PERFECT_BASELINE}` is a label, not an estimator: the step's own discounted return "
+        "minus the true value of its prefix. Submit an estimator with `agentbench-rl "
+        "leaderboard submit DIR` (a folder with `estimator.py` and `card.json`; see "
+        "docs/leaderboards.md).",
+        "",
+        "| rank | estimator | source | " + " | ".join(groups) + " | real envs |",
+        "|---" * (len(groups) + 4) + "|",
+    ]
+    for rank, (estimator, means, real) in enumerate(rows, start=1):
+        if estimator in filed:
+            source = f"[submission]({filed[estimator].name}/)"
+        elif estimator == PERFECT_BASELINE:
+            source = "label"
+        else:
+            source = "built-in"
+        cells = [f"{means[p]:.2f}" if not math.isnan(means[p]) else "–" for p in groups]
+        shown = f"{real:.2f}" if not math.isnan(real) else "–"
+        lines.append(f"| {rank} | {estimator} | {source} | " + " | ".join(cells) + f" | {shown} |")
+    return "\n".join(lines) + "\n"
