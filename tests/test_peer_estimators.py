@@ -170,6 +170,9 @@ def test_gigpo_equals_verl_agent(gigpo_peer: Callable[..., Any], case: str, norm
         ours = compute("gigpo", batch, norm=norm).advantages
         theirs = run_gigpo(gigpo_peer, batch, {"norm": norm})
         np.testing.assert_allclose(ours[keep], theirs[keep], rtol=0, atol=1e-8)
+        # lone_row="score" is the code's form: every row equal, groups of one row included
+        code_form = compute("gigpo", batch, norm=norm, lone_row="score").advantages
+        np.testing.assert_allclose(code_form, theirs, rtol=0, atol=1e-8)
 
 
 def test_hgpo_on_lone_trajectory_groups_equals_verl_agent(peer: Callable[..., Any]) -> None:

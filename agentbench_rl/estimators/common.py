@@ -20,6 +20,8 @@ from agentbench_rl.core.batch import StepBatch
 Norm = Literal["mean_std", "mean"]
 EpisodeStats = Literal["rows", "trajectories"]
 Anchor = Literal["obs", "state"]
+#: The episode term of a task group of one row: 0 (the spec) or its score (verl-agent's code).
+LoneRow = Literal["zero", "score"]
 
 STD_EPS = 1e-6  # added to every standard deviation the spec divides by
 #: What :func:`normalize_advantages` can do to an estimator's advantages (``advantage_norm``).
@@ -186,6 +188,27 @@ def episode_advantage(
     stats = set_stats(returns, trajectory_groups(batch), batch.n_groups)
     normalised = normalise(returns[batch.traj_codes], batch.group_codes, stats, norm)
     return normalised - invalid_penalties(batch, invalid_penalty)
+
+
+def lone_rows_scored(
+    batch: StepBatch, episode_adv: np.ndarray, norm: Norm, invalid_penalty: float
+) -> np.ndarray:
+    """``episode_adv`` with every task group of a single row given its score instead of 0, as
+    verl-agent's episode term does (mean 0 and std 1 for a set of one: ``score / (1 + 1e-6)``
+    under ``mean_std``, the score under ``mean``): the estimators' ``lone_row="score"``.
+
+    Example:
+        >>> batch = StepBatch.from_records([
+        ...     {"group": group, "traj": group, "t": 0, "reward": 2.0, "obs_key": "o",
+        ...      "state_key": "o", "action_key": "a", "valid": True} for group in (0, 1)])
+        >>> lone_rows_scored(batch, np.zeros(2), "mean", 0.0).tolist()
+        [2.0, 2.0]
+    """
+    lone = np.bincount(batch.group_codes, minlength=batch.n_groups)[batch.group_codes] == 1
+    score = episode_scores(batch, invalid_penalty)
+    if norm == "mean_std":
+        score = score / (1.0 + STD_EPS)
+    return np.where(lone, score, episode_adv)
 
 
 def anchor_sets(batch: StepBatch, anchor: Anchor) -> tuple[np.ndarray, int]:

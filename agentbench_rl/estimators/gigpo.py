@@ -16,10 +16,11 @@ an anchor set of one row gets ``A^S = 0``, and so does a group of one row for ``
 ``anchor="state"`` keys by the true state instead of the
 observation text, for envs whose observations alias states.
 
-Differs from verl-agent on purpose: verl-agent gives a set (group or anchor set) that holds a
-single row ``score / (1 + 1e-6)`` (it takes mean 0 and std 1 for a set of one), where we give 0
-(the spec's ``|S| = 1`` rule); the two agree on every row of a set of two or more. See
-"Resolved (a set of one value)" in ``docs/estimators.md``.
+Differs from verl-agent on purpose: verl-agent gives a task group that holds a single row
+``score / (1 + 1e-6)`` in the episode term (it takes mean 0 and std 1 for a set of one), where
+we give 0 (the spec's ``|S| = 1`` rule); ``lone_row="score"`` restores the code's form (an
+anchor set of one row gets 0 in both: its mean is its own value). The two agree on every row of
+a set of two or more. See "Resolved (a set of one value)" in ``docs/estimators.md``.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators.common import (
     Anchor,
     EpisodeStats,
+    LoneRow,
     Norm,
     anchor_sets,
     anchor_step_sets,
     base_diagnostics,
     episode_advantage,
+    lone_rows_scored,
     normalise,
     set_stats,
     step_returns,
@@ -50,6 +53,7 @@ def gigpo(
     episode_stats: EpisodeStats = "rows",
     anchor: Anchor = "obs",
     invalid_penalty: float = 0.0,
+    lone_row: LoneRow = "zero",
 ) -> EstimatorResult:
     """Episode advantage plus ω times the step advantage within anchor sets.
 
@@ -67,6 +71,8 @@ def gigpo(
     """
     step_return = step_returns(batch, gamma, invalid_penalty)  # G_i
     episode_adv = episode_advantage(batch, norm, episode_stats, invalid_penalty)  # A^E_i
+    if lone_row == "score":
+        episode_adv = lone_rows_scored(batch, episode_adv, norm, invalid_penalty)
 
     # A^S_i = norm(G_i, {G_j : same group, same anchor key})
     anchor_codes, n_anchors = anchor_sets(batch, anchor)

@@ -51,20 +51,20 @@ Differs from the code on purpose, each documented in ``docs/estimators.md``:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators.common import (
-    STD_EPS,
+    LoneRow,
     Norm,
     anchor_sets,
     base_diagnostics,
     combine_codes,
     episode_advantage,
-    episode_scores,
+    lone_rows_scored,
     normalise,
     set_stats,
     trajectory_groups,
@@ -72,7 +72,6 @@ from agentbench_rl.estimators.common import (
 )
 from agentbench_rl.estimators.registry import EstimatorResult, register
 
-LoneRow = Literal["zero", "score"]
 #: The code's return of a step onto the success node (``10*gamma**0``).
 SUCCESS_VALUE = 10.0
 
@@ -219,11 +218,7 @@ def graphgpo(
     if episode_weight != 0.0:  # the code skips the episode term at weight 0
         episode_adv = episode_advantage(batch, norm, "rows", invalid_penalty)
         if lone_row == "score":
-            lone = np.bincount(batch.group_codes, minlength=batch.n_groups)[batch.group_codes] == 1
-            score = episode_scores(batch, invalid_penalty)
-            if norm == "mean_std":
-                score = score / (1.0 + STD_EPS)
-            episode_adv = np.where(lone, score, episode_adv)
+            episode_adv = lone_rows_scored(batch, episode_adv, norm, invalid_penalty)
         advantages = advantages + episode_weight * episode_adv
     diagnostics = base_diagnostics(batch, anchors, n_anchors)
     reached = trajectory_returns(batch) > 0  # groups with a node ★ some step leads to

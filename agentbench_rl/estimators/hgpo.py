@@ -47,13 +47,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators.common import (
     STD_EPS,
+    LoneRow,
     Norm,
     anchor_sets,
     base_diagnostics,
@@ -63,8 +64,6 @@ from agentbench_rl.estimators.common import (
     step_returns,
 )
 from agentbench_rl.estimators.registry import EstimatorResult, register
-
-LoneRow = Literal["zero", "score"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,208 @@
+"""Every estimator of this package behind verl-agent's advantage signature: a verl-agent fork
+switches estimator by one import.
+
+verl-agent's trainer calls ``core_gigpo.compute_gigpo_outcome_advantage(token_level_rewards,
+step_rewards, response_mask, anchor_obs, index, traj_index, epsilon, step_advantage_w, mode)``
+on rows in step-major order (every trajectory's step t before any step t + 1): the episode
+score on the response tokens of each row, the discounted step return, the response mask, the
+anchor observation, the task-group id and the trajectory id. Each ``compute_<name>_outcome_
+advantage`` here takes the same arguments and returns what that function returns (the
+advantages on the response tokens, twice: advantages and returns), computed by our estimator
+``<name>`` on the :class:`~agentbench_rl.core.batch.StepBatch` the rows describe:
+
+- ``t``: the row's rank within its trajectory, in the order the rows come;
+- ``reward``: ``r_t = G_t − γ·G_{t+1}`` from the step returns and the estimator's ``gamma``
+  (which must be the γ verl-agent's ``compute_step_discounted_returns`` used; checked: the
+  rewards must add up to each row's episode score);
+- ``obs_key`` = ``state_key`` = the anchor observation (verl-agent has no true state);
+- ``action_key``: ``actions`` when given, else empty (ProGPO's prefixes then hold observations
+  only); ``valid``: ``valid`` when given, else every row;
+- ``success``: a positive episode score; ``next_obs_key`` (GraphGPO): the next row's anchor
+  observation, and after a trajectory's last step ``'success'`` when it succeeded (GraphGPO's
+  rollout loop's node) or a node of its own;
+- ``hidden`` (BiPACE): the ``hidden`` argument, one vector per row.
+
+``mode`` is the norm (``"mean_norm"``: ``norm="mean"``, ``"mean_std_norm"``: ``"mean_std"``);
+``step_advantage_w`` is GiGPO's ``omega`` and GraphGPO's ``step_weight`` (an estimator without
+a step weight refuses any other value than 1); the estimator's own parameters come as keywords.
+A task group of a single row gets its score, as verl-agent's episode term gives it
+(``lone_row="score"``, where the estimator takes it). verl-agent's ``enable_similarity`` node
+merge is not offered (give merged observations instead).
+
+In a verl-agent checkout (``verl/trainer/ppo/ray_trainer.py``)::
+
+    from agentbench_rl.integrations.verl_agent import compute_progpo_outcome_advantage
+    ...
+    advantages, returns = compute_progpo_outcome_advantage(...)  # where core_gigpo's was called
+
+Example:
+    >>> import torch
+    >>> rows = torch.tensor([[0.0, 10.0], [0.0, 10.0], [0.0, 0.0]])  # episode scores
+    >>> advantages, _ = compute_gigpo_outcome_advantage(
+    ...     rows, torch.tensor([9.5, 10.0, 0.0]), torch.ones(3, 2), np.array(["a", "b", "a"]),
+    ...     np.array(["g", "g", "g"]), np.array(["x", "x", "y"]), gamma=0.95)
+    >>> # episode term: 10 and 0 about the rows' mean 6.67; step term: anchor "a" holds 9.5 and
+    >>> # 0 (±4.75), anchor "b" one row (0)
+    >>> [round(float(v), 2) for v in advantages[:, 0]]
+    [8.08, 3.33, -11.42]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.estimators import EstimatorSpec, resolve
+
+MODES = {"mean_norm": "mean", "mean_std_norm": "mean_std"}
+#: The parameter ``step_advantage_w`` sets, by estimator.
+STEP_WEIGHT = {"gigpo": "omega", "graphgpo": "step_weight"}
+SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
+
+
+def step_batch_of(
+    token_level_rewards: Any,
+    step_rewards: Any,
+    anchor_obs: Any,
+    index: Any,
+    traj_index: Any,
+    *,
+    gamma: float,
+    actions: Any = None,
+    valid: Any = None,
+    hidden: Any = None,
+) -> StepBatch:
+    """The :class:`StepBatch` verl-agent's rows describe (module docstring); ``ValueError``
+    when the step returns and the episode scores disagree under ``gamma``."""
+    scores = np.asarray(_numpy(token_level_rewards), dtype=np.float64).sum(axis=-1)
+    returns = np.asarray(_numpy(step_rewards), dtype=np.float64).reshape(-1)
+    n = len(returns)
+    group = np.array([str(value) for value in index], dtype=object)
+    traj = np.array([f"{g}\0{value}" for g, value in zip(group, traj_index, strict=True)], object)
+    obs = np.array([str(value) for value in anchor_obs], dtype=object)
+    codes = {key: i for i, key in enumerate(dict.fromkeys(traj))}
+    traj_codes = np.array([codes[key] for key in traj])
+    t = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(len(codes), dtype=np.int64)
+    for row, code in enumerate(traj_codes):  # rank within the trajectory, in arrival order
+        t[row], seen[code] = seen[code], seen[code] + 1
+    following = np.full(n, -1)  # the row of the trajectory's next step
+    last_row = np.full(len(codes), -1)
+    for row in range(n - 1, -1, -1):
+        following[row], last_row[traj_codes[row]] = last_row[traj_codes[row]], row
+    after = np.where(following >= 0, returns[np.maximum(following, 0)], 0.0)
+    reward = returns - gamma * after
+    totals = np.bincount(traj_codes, weights=reward)[traj_codes]
+    if not np.allclose(totals, scores, rtol=1e-6, atol=1e-6):
+        row = int(np.flatnonzero(~np.isclose(totals, scores, rtol=1e-6, atol=1e-6))[0])
+        raise ValueError(
+            f"verl-agent rows: row {row}'s step rewards (from its step returns with gamma "
+            f"{gamma}) add up to {totals[row]:.6g}, its episode score is {scores[row]:.6g}: give "
+            "the estimator the gamma of compute_step_discounted_returns"
+        )
+    success = scores > 0
+    next_obs = np.where(
+        following >= 0,
+        obs[np.maximum(following, 0)],
+        np.where(success, SUCCESS_NODE, np.array([f"end\0{key}" for key in traj], object)),
+    )
+    return StepBatch(
+        group=group,
+        traj=traj,
+        t=t,
+        reward=reward,
+        obs_key=obs,
+        state_key=obs,
+        action_key=np.array(
+            [str(a) for a in actions] if actions is not None else [""] * n, dtype=object
+        ),
+        valid=np.asarray(valid, dtype=bool) if valid is not None else np.ones(n, dtype=bool),
+        success=success,
+        next_obs_key=next_obs.astype(object),
+        hidden=np.asarray(_numpy(hidden), dtype=np.float32) if hidden is not None else None,
+    )
+
+
+def _numpy(values: Any) -> Any:
+    """A torch tensor as numpy; anything else as it is."""
+    detach = getattr(values, "detach", None)
+    return detach().cpu().numpy() if callable(detach) else values
+
+
+def outcome_advantage(
+    name: str,
+    token_level_rewards: Any,
+    step_rewards: Any,
+    response_mask: Any,
+    anchor_obs: Any,
+    index: Any,
+    traj_index: Any,
+    epsilon: float = 1e-6,
+    step_advantage_w: float = 1.0,
+    mode: str = "mean_norm",
+    enable_similarity: bool = False,
+    similarity_thresh: float = 0.95,
+    *,
+    actions: Any = None,
+    valid: Any = None,
+    hidden: Any = None,
+    **params: Any,
+) -> tuple[Any, Any]:
+    """Estimator ``name`` with verl-agent's signature (module docstring)."""
+    import torch
+
+    declared = resolve(name)
+    if enable_similarity:
+        raise ValueError("verl-agent drop-in: enable_similarity is not offered (merge the keys)")
+    if epsilon != 1e-6:
+        raise ValueError(f"verl-agent drop-in: epsilon is 1e-6 in every estimator, got {epsilon}")
+    if mode not in MODES:
+        raise ValueError(f"verl-agent drop-in: unknown mode {mode!r} (choose from {list(MODES)})")
+    if "norm" in declared.params:
+        params.setdefault("norm", MODES[mode])
+    if name in STEP_WEIGHT:
+        params.setdefault(STEP_WEIGHT[name], step_advantage_w)
+    elif step_advantage_w != 1.0:
+        raise ValueError(f"verl-agent drop-in: {name} has no step weight ({step_advantage_w})")
+    if "lone_row" in declared.params:
+        params.setdefault("lone_row", "score")
+    gamma = float(params.get("gamma", declared.defaults.get("gamma", 0.95)))
+    batch = step_batch_of(
+        token_level_rewards,
+        step_rewards,
+        anchor_obs,
+        index,
+        traj_index,
+        gamma=gamma,
+        actions=actions,
+        valid=valid,
+        hidden=hidden,
+    )
+    advantages = EstimatorSpec(name, params).compute(batch).advantages
+    mask = torch.as_tensor(response_mask)
+    dtype = mask.dtype if mask.is_floating_point() else torch.float32
+    scores = torch.as_tensor(advantages, dtype=dtype).unsqueeze(-1) * mask
+    return scores, scores
+
+
+def _drop_in(name: str) -> Callable[..., tuple[Any, Any]]:
+    def compute(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        return outcome_advantage(name, *args, **kwargs)
+
+    compute.__name__ = compute.__qualname__ = f"compute_{name}_outcome_advantage"
+    compute.__doc__ = f"Our ``{name}`` with verl-agent's advantage signature (module docstring)."
+    return compute
+
+
+compute_grpo_outcome_advantage = _drop_in("grpo")
+compute_rloo_outcome_advantage = _drop_in("rloo")
+compute_gigpo_outcome_advantage = _drop_in("gigpo")
+compute_bipace_outcome_advantage = _drop_in("bipace")
+compute_ecpo_outcome_advantage = _drop_in("ecpo")
+compute_progpo_outcome_advantage = _drop_in("progpo")
+compute_gated_bepo_outcome_advantage = _drop_in("gated_bepo")
+compute_hgpo_outcome_advantage = _drop_in("hgpo")
+compute_graphgpo_outcome_advantage = _drop_in("graphgpo")
