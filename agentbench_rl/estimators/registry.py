@@ -491,7 +491,7 @@ def check_params(name: str, params: Mapping[str, Any]) -> RegisteredEstimator:
         Traceback (most recent call last):
         ...
         ValueError: estimator 'gigpo': unknown parameter(s) omgea; accepted: gamma=0.95, \
-omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0
+omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0, lone_row='zero'
     """
     declared = resolve(name)
     declared.check_params(params)
@@ -512,7 +512,7 @@ class EstimatorSpec:
         Traceback (most recent call last):
         ...
         ValueError: estimator 'gigpo': unknown parameter(s) omgea; accepted: gamma=0.95, \
-omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0
+omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=0.0, lone_row='zero'
     """
 
     name: str
