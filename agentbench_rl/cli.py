@@ -291,15 +291,24 @@ def serve_env_command(
     body_timeout: Annotated[
         float, typer.Option(min=0.1, help="Seconds a request body may take to arrive.")
     ] = 10.0,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="openenv (WebSocket sessions) or ors (the Open Reward Standard: HTTP, splits, "
+            "task lists, a session per task; clients use ors+http://HOST:PORT)."
+        ),
+    ] = "openenv",
 ) -> None:
-    """Serve an env over OpenEnv's protocol (WebSocket sessions; needs the openenv extra)."""
+    """Serve an env over OpenEnv's protocol or the Open Reward Standard (the openenv extra)."""
     from agentbench_rl.core.net import is_loopback
     from agentbench_rl.envs import evaluation_split
     from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.spec.assignments import parse_assignments
 
-    require("openenv", "serve-env")
-    from agentbench_rl.integrations.openenv.server import serve, server_token
+    if protocol not in ("openenv", "ors"):
+        raise ValueError(f"--protocol {protocol!r} (choose from openenv, ors)")
+    require(protocol, "serve-env")
+    from agentbench_rl.integrations.guard import server_token
 
     spec = EnvSpec(
         name=env,
@@ -317,6 +326,22 @@ def serve_env_command(
             )
         line = f"serving {spec.name}/{spec.split} on {url} (Ctrl-C stops)"
         console.print(escape(line), highlight=False, soft_wrap=True)
+
+    if protocol == "ors":
+        from agentbench_rl.integrations.ors import serve_ors
+
+        serve_ors(
+            spec,
+            host=host,
+            port=port,
+            ready=ready,
+            max_sessions=max_sessions,
+            max_message_bytes=max_message_bytes,
+            body_timeout=body_timeout,
+            token=secret,
+        )
+        return
+    from agentbench_rl.integrations.openenv.server import serve
 
     serve(
         spec,
@@ -538,14 +563,20 @@ def bench_envs(
             "--server", help="Served (serve-env, 1 and 32 sessions) against in-process steps/s."
         ),
     ] = False,
+    protocol: Annotated[
+        str, typer.Option(help="With --server: openenv or ors (the Open Reward Standard).")
+    ] = "openenv",
 ) -> None:
     """Steps per second and reset time of each env, as a table."""
     from agentbench_rl.bench.envs import run as run_envs
     from agentbench_rl.bench.envs import run_served
 
+    if protocol not in ("openenv", "ors"):
+        raise ValueError(f"--protocol {protocol!r} (choose from openenv, ors)")
     if server:
+        require(protocol, "bench envs --server")
         for name in env or ["sokoban"]:
-            run_served(name, steps=steps, console=console_for())
+            run_served(name, steps=steps, console=console_for(), protocol=protocol)
     else:
         run_envs(env or None, steps=steps, console=console_for())
 
@@ -1069,9 +1100,11 @@ def leaderboard_render(
 
     require("plot", "leaderboard render")
     written = render(root, on_skip=_warning_line)
-    written.append(render_board(root))
+    board = render_board(root)
     console.print(
-        escape(f"wrote {len(written)} files: {written[0]}, {written[1]} and the plots"),
+        escape(
+            f"wrote {len(written) + 1} files: {written[0]}, {written[1]}, {board} and the plots"
+        ),
         highlight=False,
         soft_wrap=True,
     )

@@ -35,6 +35,7 @@ NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     "plot": (("matplotlib",), "plot"),
     "vllm": (("vllm",), "vllm"),
     "openenv": (("openenv",), "openenv"),
+    "ors": (("ors",), "openenv"),
     "trl": (("trl",), "trl"),
 }
 

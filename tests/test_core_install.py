@@ -58,6 +58,8 @@ def commands() -> list[str]:
 MINIMAL = {
     "bench alfworld": (["bench", "alfworld"], 2),
     "bench bipace-epsilon": (["bench", "bipace-epsilon"], 2),
+    "bench credit": (["bench", "credit", "--estimator", "grpo", "--no-speed"], 2),  # plots
+    "bench credit-set": (["bench", "credit-set", "mdp-detours", "--tasks", "2", "--out", "s"], 0),
     "bench engines": (["bench", "engines"], 2),
     "bench envs": (["bench", "envs", "--env", "sokoban", "--steps", "20"], 0),
     "bench estimators": (["bench", "estimators", "--help"], 0),

@@ -104,7 +104,9 @@ def test_markup_in_a_submission_name_is_printed_as_typed(
     code, _, err = run_cli(capsys, "leaderboard", "submit", str(submission), "--root", str(root))
     assert code == 0 and err.startswith(f"filed as {root}/sokoban/val/")
     code, _, err = run_cli(capsys, "leaderboard", "render", "--root", str(root))
-    assert code == 0 and err.startswith(f"wrote 4 files: {root}/README.md")
+    boards = f"{root}/README.md, {root}/site/index.html, {root}/estimators/README.md"
+    written = f"wrote 5 files: {boards}"
+    assert code == 0 and err.startswith(written)
 
 
 def test_render_warnings_show_the_folder_as_typed(

@@ -792,7 +792,9 @@ def test_cli_validate_submit_render(
     code, _, err = run_cli(capsys, "submit", str(base), "--root", str(root))
     assert code == 2 and err.startswith("error: this submission is already on the board as")
     code, _, err = run_cli(capsys, "render", "--root", str(root))
-    assert code == 0 and err.startswith(f"wrote 4 files: {root}/README.md")
+    boards = f"{root}/README.md, {root}/site/index.html, {root}/estimators/README.md"
+    written = f"wrote 5 files: {boards}"
+    assert code == 0 and err.startswith(written)
     assert (root / "README.md").is_file() and (root / "site" / "index.html").is_file()
 
 

@@ -186,10 +186,16 @@ def time_served(name: str, steps: int, concurrency: int, server: str, seed: int 
     return done_steps / elapsed
 
 
-def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
+#: The table's title of each protocol ``serve-env`` speaks.
+PROTOCOL_TITLES = {"openenv": "OpenEnv (WebSocket)", "ors": "the Open Reward Standard (HTTP)"}
+
+
+def run_served(
+    name: str, steps: int, console: Console, protocol: str = "openenv"
+) -> dict[str, float]:
     """Served against in-process steps/s of one env, at each of :data:`SERVED_CONCURRENCY`:
-    the server is ``agentbench-rl serve-env`` in a process of its own (the machine's cores
-    shared by server and client, as the in-process figure has them)."""
+    the server is ``agentbench-rl serve-env --protocol PROTOCOL`` in a process of its own (the
+    machine's cores shared by server and client, as the in-process figure has them)."""
     import subprocess
     import sys
 
@@ -197,7 +203,8 @@ def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
     port = free_port()
     command = [sys.executable, "-m", "agentbench_rl.cli", "serve-env", "--env", name]
     command += ["--port", str(port), "--max-sessions", str(max(SERVED_CONCURRENCY) + 4)]
-    url = f"http://127.0.0.1:{port}"
+    command += ["--protocol", protocol]
+    url = f"{'ors+' if protocol == 'ors' else ''}http://127.0.0.1:{port}"
     figures = {"in_process": local}
     # The server's output goes to a file: a pipe nobody reads would fill and stall it.
     with tempfile.TemporaryFile() as log:
@@ -209,7 +216,7 @@ def run_served(name: str, steps: int, console: Console) -> dict[str, float]:
         finally:
             server.terminate()
             server.wait(timeout=30)
-    table = Table(title=f"{name} served over OpenEnv (WebSocket) against in-process")
+    table = Table(title=f"{name} served over {PROTOCOL_TITLES[protocol]} against in-process")
     for column in ("mode", "sessions", "steps/s", "vs in-process", "goal"):
         table.add_column(column, justify="left" if column == "mode" else "right")
     table.add_row("in-process", "1", f"{local:,.0f}", "1.00x", "")

@@ -53,8 +53,12 @@ def listening_socket(host: str, port: int) -> socket.socket:
         ValueError: cannot serve on no-such-host.invalid: not an address of this machine (--host)
     """
     try:
-        family, kind, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-        listener = socket.socket(family, kind)
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+        # the protocol too: asyncio sets TCP_NODELAY only on sockets that name IPPROTO_TCP, and
+        # without it a reply written in two parts waits 40 ms for the peer's delayed ACK
+        listener = socket.socket(family, kind, protocol)
     except OSError as error:
         raise ValueError(bind_problem(host, port, error)) from None
     try:

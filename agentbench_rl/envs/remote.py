@@ -27,6 +27,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import threading
 from collections.abc import Coroutine, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -396,7 +397,150 @@ def step_all(
     return answers
 
 
-_REMOTE_CLASSES: dict[str, type[RemoteEnv]] = {}
+ORS_SCHEME = "ors+"
+MISSING_ORS = f"a server of the Open Reward Standard needs ors-sdk: {install_hint('openenv')}"
+
+
+class ORSRemoteEnv(RemoteEnv):
+    """A served env over the Open Reward Standard (``serve-env --protocol ors``; the URL
+    ``ors+http://HOST:PORT``), through ``ors-sdk``'s own client: an episode is an ORS session
+    made for its task and reset seed, a step the ``act`` tool; the answers carry the same wire
+    fields as OpenEnv's (in the prompt's ``detail`` and the tool's ``metadata``), so an episode
+    comes out exactly as a local one. The token goes as ``X-API-Key``, as ORS clients send it."""
+
+    def __init__(
+        self,
+        server: str,
+        split: str = "test",
+        max_steps: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        TextAgentEnv.__init__(self, split=split, max_steps=max_steps)
+        try:
+            from ors.client import AsyncORS
+        except ImportError as missing:
+            raise ImportError(MISSING_ORS) from missing
+        self.server = server
+        self._base = server.removeprefix(ORS_SCHEME)
+        self._wanted = {
+            "max_steps": self.max_steps,
+            "options": json.loads(json.dumps(options or {}, default=str)),
+        }
+        token = os.environ.get(TOKEN_VARIABLE)
+        # the client is kept: it closes its HTTP sessions when it is collected
+        self._ors, self._handle = _EventLoop.run(
+            _ors_environment(AsyncORS, self._base, token, self.env_name)
+        )
+        self._session: Any = None
+        self._last, self._text, self._choices = {}, "", []
+        splits = self._call(self._handle.list_splits())
+        if split not in splits:
+            raise ValueError(
+                f"server {server} serves {self.env_name} split(s) {splits}, not {split!r}"
+            )
+
+    def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """A client call on the shared loop; the server's refusals raised again as their type,
+        a server that stopped answering as :class:`ServerGone`."""
+        try:
+            return _EventLoop.run(coroutine)
+        except Exception as error:  # aiohttp's and the SDK's errors share no base
+            message = str(error)
+            refusal = re.search(
+                rf"({'|'.join(PASSED_ERRORS)}): (.*?)(?:\"}}|['\"], url=|$)", message
+            )
+            if refusal is not None:  # the server env's refusal, inside the SDK's error text
+                text = refusal.group(2).replace("\\'", "'").replace('\\"', '"')
+                raise PASSED_ERRORS[refusal.group(1)](text) from None
+            if isinstance(error, OSError | asyncio.TimeoutError) or "Cannot connect" in message:
+                raise ServerGone(
+                    f"the env server {self.server} stopped answering ({message})"
+                ) from None
+            raise
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        if options is not None and not isinstance(options, dict):
+            raise ValueError(f"{self.env_name}: reset options must be a dict")
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            raise ValueError(
+                f"{self.env_name}: an ORS session plays a named task (options task_id)"
+            )
+        self.close()
+        spec: dict[str, Any] = {"task_id": task_id, "split": self.split}
+        if seed is not None:
+            spec["seed"] = seed
+        self._session, blocks = self._call(_ors_open(self._handle, spec))
+        fields = dict(blocks[0].detail)
+        served = fields.pop("served", {})
+        for key, value in self._wanted.items():
+            if served.get(key) != value:
+                self.close()
+                raise ValueError(
+                    f"server {self.server} serves {key} {served.get(key)!r}, not {value!r}"
+                )
+        self._keep(fields)
+        observation, _, _, _, info = decode_step(fields)
+        self.task_id, self.steps, self._ended = info["task_id"], 0, False
+        if isinstance(observation, dict):
+            image = spaces.Box(0, 255, observation["image"].shape, dtype=np.uint8)
+            self.observation_space = spaces.Dict({"image": image, "text": text_space()})
+        return observation, info
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self._stepped(self._call(self.step_async(action)))
+
+    async def step_async(self, action: str) -> dict[str, Any]:
+        if self._session is None:
+            raise EpisodeEndedError(f"{self.env_name}: step() before reset()")
+        output = await self._session.call_tool("act", {"action": action})
+        return _answered(output.metadata)
+
+    def expert_action(self) -> str:
+        if self._session is None:
+            raise ValueError(f"{self.env_name}: no episode to ask the expert about")
+        output = self._call(self._session.call_tool("expert", {}))
+        return str(_answered(output.metadata)["expert_action"])
+
+    def close(self) -> None:
+        if self._session is not None:
+            session, self._session = self._session, None
+            with contextlib.suppress(Exception):  # a server gone already: nothing to close
+                _EventLoop.run(session.__aexit__(None, None, None))
+
+
+def _answered(metadata: dict[str, Any]) -> dict[str, Any]:
+    """A tool's metadata, or the env's refusal it carries raised again as its type."""
+    refused = metadata.get("refused")
+    if refused is not None:
+        raise PASSED_ERRORS[refused["error"]](refused["message"])
+    return dict(metadata)
+
+
+async def _ors_environment(
+    client_class: Any, base: str, token: str | None, name: str
+) -> tuple[Any, Any]:
+    """The SDK's client and its environment handle (made on the loop that uses them)."""
+    client = client_class(base_url=base, api_key=token)
+    return client, client.environment(name)
+
+
+async def _ors_open(handle: Any, spec: dict[str, Any]) -> tuple[Any, list[Any]]:
+    """A session for one task (the SDK's context manager, entered) and its prompt."""
+    from ors.client._types import Task
+
+    session = handle.session(task=Task(environment_name=handle.name, task_spec=spec))
+    await session.__aenter__()
+    try:
+        return session, await session.get_prompt()
+    except BaseException:
+        await session.__aexit__(None, None, None)
+        raise
+
+
+_REMOTE_CLASSES: dict[tuple[str, bool], type[RemoteEnv]] = {}
 
 
 def remote_env(
@@ -407,11 +551,14 @@ def remote_env(
     options: dict[str, Any] | None = None,
 ) -> RemoteEnv:
     """The env ``local`` names, served at ``server`` with the env ``options`` it was made with
-    (a class per env, made once)."""
-    if local.env_name not in _REMOTE_CLASSES:
-        _REMOTE_CLASSES[local.env_name] = type(
+    (OpenEnv's protocol; the Open Reward Standard's for an ``ors+http://`` URL; a class per
+    env and protocol, made once)."""
+    ors = server.startswith(ORS_SCHEME)
+    key = (local.env_name, ors)
+    if key not in _REMOTE_CLASSES:
+        _REMOTE_CLASSES[key] = type(
             f"Remote{local.__name__}",
-            (RemoteEnv,),
+            (ORSRemoteEnv if ors else RemoteEnv,),
             {
                 "local": local,
                 "env_name": local.env_name,
@@ -421,10 +568,11 @@ def remote_env(
                 "metadata": local.metadata,
             },
         )
-    return _REMOTE_CLASSES[local.env_name](server, split, max_steps, options)
+    return _REMOTE_CLASSES[key](server, split, max_steps, options)
 
 
 __all__ = [
+    "ORSRemoteEnv",
     "RemoteEnv",
     "ServerGone",
     "decode_step",

@@ -25,11 +25,8 @@ What an answer carries is the wire format of :mod:`agentbench_rl.envs.remote`.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import hmac
 import json
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,14 +38,14 @@ from openenv.core.env_server.types import Action, ConcurrencyConfig, Observation
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from starlette.websockets import WebSocketDisconnect
+from starlette.types import ASGIApp, Message, Scope, Send
 
 from agentbench_rl.core.net import free_port, listening_socket
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.envs.remote import PASSED_ERRORS, TOKEN_VARIABLE, encode_step
+from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
+from agentbench_rl.integrations.guard import Guard
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 64
@@ -220,81 +217,26 @@ class PlayedSessionsServer(HTTPEnvServer):
         return len(self.detached)
 
 
-class Guard:
-    """ASGI middleware in front of openenv's app: the token, the bounded and timed bodies, the
-    messages that are not JSON objects, the limit on sessions made without a connection
-    (module docstring). Everything it refuses is one line to the client and nothing in the
-    server's log."""
+class DetachedSessions:
+    """The guard's hook for OpenEnv's sessions made over HTTP (``POST /mcp``
+    ``openenv/session/create``): they count against ``limit``, a request past it is answered
+    with a JSON-RPC error, and a made session's id is remembered."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        server: PlayedSessionsServer,
-        limit: int,
-        body_timeout: float,
-        max_detached: int,
-        token: str | None,
-    ) -> None:
-        self.app, self.server, self.limit = app, server, limit
-        self.body_timeout, self.max_detached, self.token = body_timeout, max_detached, token
+    def __init__(self, server: PlayedSessionsServer, limit: int) -> None:
+        self.server, self.limit = server, limit
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await self._http(scope, receive, send)
-        elif scope["type"] == "websocket":
-            await self._websocket(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+    def refusal(self, scope: Scope, body: bytes) -> dict[str, Any] | None:
+        """The answer refusing a session-making request past the limit (``None``: let it in)."""
+        if not (scope["path"] == "/mcp" and scope["method"] == "POST" and _creates(body)):
+            return None
+        if self.server.detached_count() < self.limit:
+            return None
+        return _rpc_error(json.loads(body).get("id"), self.limit)
 
-    def _authorised(self, scope: Scope) -> bool:
-        if self.token is None:
-            return True
-        given = dict(scope.get("headers") or []).get(b"authorization", b"")
-        return hmac.compare_digest(given, f"Bearer {self.token}".encode())
-
-    # ------------------------------------------------------------------ HTTP
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self._authorised(scope):
-            await _answer(send, 401, "a bearer token is required (Authorization: Bearer ...)")
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length", b"0")
-        if declared.isdigit() and int(declared) > self.limit:
-            await _answer(send, 413, f"request body over {self.limit} bytes")
-            return
-        try:
-            body = await asyncio.wait_for(self._read_body(receive), self.body_timeout)
-        except _TooLarge:
-            await _answer(send, 413, f"request body over {self.limit} bytes")
-            return
-        except TimeoutError:
-            await _answer(send, 408, f"request body not complete within {self.body_timeout:g} s")
-            return
-        except _Gone:
-            return
-        if scope["path"] == "/mcp" and scope["method"] == "POST" and _creates_session(body):
-            if self.server.detached_count() >= self.max_detached:
-                request = json.loads(body)
-                await _json(send, 200, _rpc_error(request.get("id"), self.max_detached))
-                return
-            send = self._remembering(send)
-        await self.app(scope, _replay(body), send)
-
-    async def _read_body(self, receive: Receive) -> bytes:
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise _Gone
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.limit:
-                raise _TooLarge
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
-
-    def _remembering(self, send: Send) -> Send:
+    def remember(self, scope: Scope, body: bytes, send: Send) -> Send:
         """``send``, noting the session id of the answer to a session-making request."""
+        if not (scope["path"] == "/mcp" and scope["method"] == "POST" and _creates(body)):
+            return send
         parts: list[bytes] = []
 
         async def remembered(message: Message) -> None:
@@ -308,49 +250,8 @@ class Guard:
 
         return remembered
 
-    # ------------------------------------------------------------------ WebSocket
-    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self._authorised(scope):
-            await receive()  # the handshake
-            await send({"type": "websocket.close", "code": 1008})  # refused: 403
-            return
 
-        async def checked() -> Message:
-            while True:
-                message = await receive()
-                text = message.get("text")
-                data = message.get("bytes") or (text.encode() if text else b"")
-                if len(data) > self.limit:
-                    raise _TooLarge
-                if message["type"] != "websocket.receive" or not data:
-                    return message
-                try:
-                    parsed = json.loads(data)
-                except ValueError:
-                    return message  # openenv answers INVALID_JSON and the session goes on
-                if isinstance(parsed, dict):
-                    return message
-                reason = f"a message must be a JSON object, not a {type(parsed).__name__}"
-                error = {"type": "error", "data": {"message": reason, "code": "INVALID_JSON"}}
-                await send({"type": "websocket.send", "text": json.dumps(error)})
-
-        try:
-            await self.app(scope, checked, send)
-        except WebSocketDisconnect:
-            return
-        except _TooLarge:
-            await send({"type": "websocket.close", "code": 1009})
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Gone(Exception):
-    pass
-
-
-def _creates_session(body: bytes) -> bool:
+def _creates(body: bytes) -> bool:
     try:
         request = json.loads(body)
     except ValueError:
@@ -364,31 +265,6 @@ def _rpc_error(request_id: Any, limit: int) -> dict[str, Any]:
         "WebSocket /ws, or close one (openenv/session/close)"
     )
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32000, "message": reason}}
-
-
-def _replay(body: bytes) -> Receive:
-    sent = False
-
-    async def receive() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the app asks again only to see a disconnect
-        return {"type": "http.disconnect"}
-
-    return receive
-
-
-async def _json(send: Send, status: int, content: dict[str, Any]) -> None:
-    body = json.dumps(content).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _answer(send: Send, status: int, line: str) -> None:
-    await _json(send, status, {"detail": line})
 
 
 async def _refused(request: Request, error: Exception) -> JSONResponse:
@@ -433,13 +309,8 @@ def create_server_app(
         served_env_class(spec), Command, StepAnswer, concurrency_config=config
     )
     server.register_routes(app)
-    return Guard(app, server, max_message_bytes, body_timeout, max_detached_sessions, token)
-
-
-def server_token(given: str | None = None) -> str | None:
-    """The token a server requires: ``given`` (``--token``), else ``AGENTBENCH_SERVER_TOKEN``,
-    else none."""
-    return given or os.environ.get(TOKEN_VARIABLE) or None
+    detached = DetachedSessions(server, max_detached_sessions)
+    return Guard(app, max_message_bytes, body_timeout, token, detached)
 
 
 @contextlib.contextmanager
@@ -508,5 +379,4 @@ __all__ = [
     "running_server",
     "serve",
     "served_env_class",
-    "server_token",
 ]

@@ -1,0 +1,132 @@
+"""The Open Reward Standard (#44.2): any env served by ``serve-env --protocol ors`` plays with
+the SDK's own client (and TRL's, when it installs) and, through ``--env-server ors+http://``,
+gives the local run's ``episodes.csv`` byte for byte; hostile input is one line.
+
+Runs in the openenv extra's environment (``.ci/openenv``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("ORS_LOG_LEVEL", "WARNING")  # the SDK logs every request at info level
+pytestmark = pytest.mark.openenv
+pytest.importorskip("ors", reason="needs ors-sdk (the openenv extra; .ci/openenv)")
+
+from ors.client import ORS  # noqa: E402
+
+from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
+from agentbench_rl.harness.config import EvalConfig, RunOptions  # noqa: E402
+from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
+from agentbench_rl.integrations.ors import running_ors_server  # noqa: E402
+
+TEST = EnvSpec(name="sokoban", split="test")
+
+
+def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+@pytest.mark.parametrize(
+    "spec", [TEST, EnvSpec(name="textcraft", split="test", max_steps=8)], ids=lambda s: s.name
+)
+def test_a_run_over_ors_is_the_local_run_byte_for_byte(spec: EnvSpec, tmp_path: Path) -> None:
+    config = EvalConfig(env=spec, agent="random", limit=10, seeds=[0, 1])
+    evaluate(config, tmp_path / "local")
+    with running_ors_server(spec) as url:
+        evaluate(config, tmp_path / "served", RunOptions(env_server=url, batch_size=4))
+    local = (tmp_path / "local" / "episodes.csv").read_bytes()
+    assert local == (tmp_path / "served" / "episodes.csv").read_bytes()
+
+
+def test_the_sdks_own_client_lists_and_plays() -> None:
+    with running_ors_server(TEST) as url:
+        client = ORS(base_url=url.removeprefix("ors+"))
+        env = client.environment("sokoban")
+        assert env.list_splits() == ["test"]
+        tasks = env.list_tasks("test")
+        assert len(tasks) == 500 and tasks[3].task_spec == {"task_id": "test-0003", "split": "test"}
+        assert sorted(tool.name for tool in env.list_tools()) == ["act", "expert"]
+        with env.session(split="test", index=3) as session:
+            prompt = session.get_prompt()
+            first = prompt[0].detail
+            assert first["info"]["task_id"] == "test-0003" and first["info"]["obs_hash"]
+            move = session.call_tool("expert").metadata["expert_action"]
+            answer = session.call_tool("act", {"action": f"<action>{move}</action>"})
+            assert answer.metadata["info"]["action_canonical"] == move
+            assert answer.metadata["info"]["action_valid"] is True
+            assert answer.reward == answer.metadata["reward"] and answer.finished is False
+        client.close()
+
+
+def test_trls_ors_client_plays_an_episode(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("openreward", reason="TRL's ORS client needs the openreward package")
+    from trl.experimental.openreward import OpenRewardSpec
+
+    with running_ors_server(TEST) as url:
+        # the openreward SDK sends sessions to a "sessions." subdomain unless told the server
+        monkeypatch.setenv("OPENREWARD_SESSION_URL", url.removeprefix("ors+"))
+        # the whole list (list_tasks): openreward 0.1.167's get_task, which num_tasks= uses,
+        # reads an env_name the ors-sdk 0.1.0 server does not send
+        spec = OpenRewardSpec(url.removeprefix("ors+"), split="test")
+        assert len(spec.train_dataset) == 500
+        env = spec.environment_factory()
+        prompt = env.reset(task_index=1)
+        assert "#" in prompt  # the grid
+        for _ in range(200):
+            if env.finished:
+                break
+            env.act(action="<action>up</action>")
+        assert env.finished and env.metadata[-1]["info"]["task_id"] == "test-0001"
+        env._close()
+
+
+def test_hostile_input_is_one_line_and_the_server_goes_on() -> None:
+    with running_ors_server(TEST, max_sessions=1, max_message_bytes=4096, token="s3cret") as url:
+        base = url.removeprefix("ors+")
+        status, answer = post(f"{base}/sokoban/tasks", b'{"split": "test"}')
+        assert status == 401 and "bearer token is required" in answer["detail"]
+        key = {"X-API-Key": "s3cret", "Content-Type": "application/json"}
+        status, answer = post(f"{base}/sokoban/tasks", b"x" * 10_000, key)
+        assert status == 413 and "over 4096 bytes" in answer["detail"]
+        os.environ["AGENTBENCH_SERVER_TOKEN"] = "s3cret"
+        try:
+            env = TEST.make(url)
+            with pytest.raises(ValueError, match=r"^sokoban: 'test-9999' is not a task id"):
+                env.reset(seed=0, options={"task_id": "test-9999"})
+            env.reset(seed=0, options={"task_id": "test-0000"})
+            # the one session is held: a second client's /create is refused in one line
+            other = TEST.make(url)
+            with pytest.raises(Exception, match="holds 1 sessions"):
+                other.reset(seed=0, options={"task_id": "test-0001"})
+            while not env.episode_over:
+                env.step("<action>up</action>")
+            from agentbench_rl.envs.base import EpisodeEndedError
+
+            with pytest.raises(EpisodeEndedError):
+                env.step("<action>up</action>")
+            env.close()
+            other.reset(seed=0, options={"task_id": "test-0001"})  # the slot is free again
+            other.close()
+            # a raw client whose setup failed and who never deletes holds its slot
+            create = b'{"env_name": "sokoban", "task_spec": {"task_id": "test-9999"}}'
+            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": "a"})
+            assert status == 200
+            status, answer = post(f"{base}/create", create, {**key, "X-Session-ID": "b"})
+            assert status == 503 and answer["detail"].startswith("the server holds 1 sessions")
+            post(f"{base}/delete", b"", {**key, "X-Session-ID": "a"})
+            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": "b"})
+            assert status == 200
+        finally:
+            del os.environ["AGENTBENCH_SERVER_TOKEN"]
