@@ -1,22 +1,27 @@
-"""A real TRL ``GRPOTrainer`` run on our Sokoban env, on a CPU, then our harness on its checkpoint.
+"""A real TRL ``GRPOTrainer`` run on our Sokoban env, on a CPU, with the harness before and after.
 
     python baselines/trl_sokoban_tiny.py --out runs/trl-sokoban-tiny [--server URL]
+    python baselines/trl_sokoban_tiny.py --estimator gigpo --seed 0 --out runs/trl-gigpo/seed0
 
 The model is a tiny random-initialised Qwen2 (``agentbench_rl.models.tiny``) whose tokenizer
 carries TRL's own Qwen2.5 chat template (read from the installed trl, so TRL recognises it and
 parses the model's ``<tool_call>`` answers) and that template's tags as tokens. TRL trains it with
 ``environment_factory`` (``agentbench_rl.integrations.trl``): each rollout is one Sokoban
 episode on a task of the train split, the env's command as the ``act`` tool, the episode's
-return from ``get_reward``. The checkpoint is then evaluated by
-``agentbench-rl eval --agent 'hf:OUT/model?greedy=true'`` on 20 levels of the test split.
+return from ``get_reward``. With ``--estimator NAME`` the trainer is
+``StepCreditGRPOTrainer`` (``agentbench_rl.integrations.trl_credit``): every env step's tokens
+carry that estimator's credit for the step; without it, TRL's own GRPO (one advantage per
+episode).
 
 Before GRPO, TRL's ``SFTTrainer`` warm-starts the model on expert episodes written as tool
 calls (a random-initialised model never writes a ``<tool_call>``, so GRPO would see no step).
+The harness evaluates the warm start and the final model (``ToolCallingAgent``: the
+conversation, chat template and parser TRL trains with; greedy) on levels of the test split.
 
 Writes OUT/model (weights), OUT/trainer_state.json (TRL's logged steps; OUT/sft_state.json the
-warm start's), OUT/config.json (this
-run's settings and versions) and OUT/eval/ (the harness's episodes and summary); the recorded
-run in ``baselines/results/trl-sokoban-tiny/`` keeps all but the weights.
+warm start's), OUT/config.json (this run's settings and versions), OUT/eval-start/ and OUT/eval/
+(the harness's episodes and summary); the recorded runs in ``baselines/results/`` keep all but
+the weights.
 """
 
 from __future__ import annotations
@@ -54,16 +59,18 @@ SETTINGS: dict[str, Any] = {
 }
 #: Both trainers' arguments for a run on this machine: the CPU, no checkpoints, no trackers.
 ON_THIS_CPU: dict[str, Any] = {"use_cpu": True, "save_strategy": "no", "report_to": "none"}
-#: The chat template's tags, one token each (TRL finds them in the decoded completion), and the
-#: text around the action in an ``act`` call as the template renders it, so that a call is four
-#: tokens (open, action, close, end of turn) a tiny model learns in a few warm-start steps.
+#: The chat template's tags, one token each, and the JSON around the action in an ``act`` call
+#: as the template renders it, so that a call is six tokens (tag, JSON head, action, JSON tail,
+#: tag, end of turn) a tiny model learns in a few warm-start steps. The tags stay tokens of
+#: their own: TRL's response parser finds a call by its ``<tool_call>`` token, and a token that
+#: merged the tag with the JSON (as this tuple once had) hid every call from it.
 TEMPLATE_TOKENS = (
     "<|im_start|>",
     "<|im_end|>",
-    '<tool_call>\n{"name": "act", "arguments": {"action": "',
-    '"}}\n</tool_call>',
     "<tool_call>",
     "</tool_call>",
+    '\n{"name": "act", "arguments": {"action": "',
+    '"}}\n',
 )
 
 
@@ -147,7 +154,7 @@ def warm_start(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) 
     shutil.rmtree(out / "sft", ignore_errors=True)
 
 
-def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
+def train(out: Path, server: str | None, settings: dict[str, Any], estimator: str | None) -> None:
     import torch
     import transformers
     import trl
@@ -155,11 +162,13 @@ def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
 
     from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.integrations.trl import environment_class, train_dataset
+    from agentbench_rl.integrations.trl_credit import StepCreditGRPOTrainer
 
     torch.manual_seed(settings["seed"])
     spec = EnvSpec(name=settings["env"], split=settings["train_split"])
     model, tokenizer = tiny_model(settings)
     warm_start(model, tokenizer, out, settings)
+    evaluate_model(model, tokenizer, out / "eval-start", settings)
     args = GRPOConfig(
         output_dir=str(out / "trainer"),
         max_steps=settings["max_steps"],
@@ -172,50 +181,67 @@ def train(out: Path, server: str | None, settings: dict[str, Any]) -> None:
         seed=settings["seed"],
         **ON_THIS_CPU,
     )
-    trainer = GRPOTrainer(
-        model=model,
-        args=args,
-        processing_class=tokenizer,
-        train_dataset=train_dataset(spec, settings["dataset_rows"], settings["dataset_seed"]),
-        environment_factory=environment_class(spec, server),
+    common = {
+        "model": model,
+        "args": args,
+        "processing_class": tokenizer,
+        "train_dataset": train_dataset(spec, settings["dataset_rows"], settings["dataset_seed"]),
+        "environment_factory": environment_class(spec, server),
+    }
+    trainer = (
+        StepCreditGRPOTrainer(**common, estimator=estimator)
+        if estimator is not None
+        else GRPOTrainer(**common)
     )
     trainer.train()
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
     trainer.state.save_to_json(str(out / "trainer_state.json"))
-    versions = {"trl": trl.__version__, "transformers": transformers.__version__}
-    record = {"settings": settings, "server": server is not None, "versions": versions}
+    versions = {"trl": trl.__version__, "transformers": transformers.__version__,
+                "torch": torch.__version__}  # fmt: skip
+    record = {"settings": settings, "estimator": estimator, "server": server is not None,
+              "versions": versions}  # fmt: skip
     (out / "config.json").write_text(json.dumps(record, indent=1) + "\n")
     shutil.rmtree(out / "trainer", ignore_errors=True)
+    evaluate_model(model, tokenizer, out / "eval", settings)
 
 
-def evaluate_checkpoint(out: Path, settings: dict[str, Any]) -> dict[str, Any]:
+def evaluate_model(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) -> Any:
+    """The harness on levels of the test split, the model played as TRL plays it."""
+    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.harness.config import EvalConfig, RunOptions
     from agentbench_rl.harness.evaluate import evaluate
+    from agentbench_rl.integrations.trl import ToolCallingAgent
 
     config = EvalConfig(
-        env=settings["env"],
-        split=settings["eval"]["split"],
-        agent=f"hf:{out / 'model'}?greedy=true",
+        env=EnvSpec(name=settings["env"], split=settings["eval"]["split"]),
+        agent="python:agentbench_rl.integrations.trl:ToolCallingAgent",
         seeds=settings["eval"]["seeds"],
         limit=settings["eval"]["limit"],
     )
-    return evaluate(config, out / "eval", RunOptions(batch_size=settings["eval"]["limit"]))
+    model.eval()
+    summary = evaluate(config, out, RunOptions(), agent=ToolCallingAgent(model, tokenizer))
+    model.train()
+    print(
+        f"{out.name}: success {summary['success']['mean']:.3f} on {settings['eval']['limit']} tasks"
+    )
+    return summary
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--server", default=None, help="serve-env URL of the train split")
+    parser.add_argument("--estimator", default=None, help="our step-level credit (a registry name)")
+    parser.add_argument("--seed", type=int, default=SETTINGS["seed"], help="the run's seed")
     options = parser.parse_args()
     try:  # before any folder or work: a missing trl is one line naming the extra
         require("trl", "baselines/trl_sokoban_tiny.py")
     except ImportError as missing:
         raise SystemExit(f"error: {missing}") from None
     options.out.mkdir(parents=True, exist_ok=True)
-    train(options.out, options.server, SETTINGS)
-    summary = evaluate_checkpoint(options.out, SETTINGS)
-    print(f"eval success {summary['success']['mean']:.3f} on {SETTINGS['eval']['limit']} tasks")
+    settings = {**SETTINGS, "seed": options.seed}
+    train(options.out, options.server, settings, options.estimator)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ OPTIONAL = (
     "verl",  # the verl integration's examples run in the verl environment (tests/test_verl.py)
     "transfer_queue",
     "openenv",  # the served envs' examples run in the openenv environment (tests/test_openenv.py)
+    "ors",  # the Open Reward Standard's server, likewise (tests/test_ors.py)
+    "trl",  # TRL's trainer with our credit, likewise (tests/test_trl.py)
 )
 
 MODULES = sorted(

@@ -20,10 +20,10 @@ import asyncio
 import hmac
 import json
 import os
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from starlette.websockets import WebSocketDisconnect
+if TYPE_CHECKING:  # the servers' extra: this module is imported where it may be missing
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentbench_rl.envs.remote import TOKEN_VARIABLE
 
@@ -120,6 +120,8 @@ class Guard:
 
     # ------------------------------------------------------------------ WebSocket
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
         if not self._authorised(scope):
             await receive()  # the handshake
             await send({"type": "websocket.close", "code": 1008})  # refused: 403

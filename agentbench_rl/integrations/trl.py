@@ -10,26 +10,26 @@ to the prompt), the environment's public methods as tools while the model calls 
   ``env.reset(seed=seed, options={"task_id": task_id})`` exactly as our trainer would;
 - the one tool is ``act(action)``: the env's command (its raw text) as the tool call's
   argument; it answers the next observation and the admissible actions;
-- ``get_reward`` is the episode's return, the sum of the env's rewards.
+- ``get_reward`` is the episode's return, the sum of the env's rewards, the episode played out
+  to its end (a rollout that stops early is scored as one that acts no more).
 
 The env may be local or served (``server``: ``agentbench-rl serve-env``'s URL).
 
-Per-token advantages: TRL's GRPO loss accepts advantages of shape (batch, tokens) from a
-subclass (``GRPOTrainer._compute_loss`` unsqueezes only a 1-d tensor), but a whole multi-turn
-episode is one completion whose advantage ``_generate_and_score_completions`` computes from the
-episode's rewards alone; the step boundaries inside a completion (which tokens belong to which
-``act`` call) are not passed to it. Our step-level estimators need those boundaries and each
-step's observation key; this adapter does not plug them in (see README, "TRL").
+Each environment records its episode's steps as our episode driver does (``steps``, ``won``),
+so :class:`~agentbench_rl.integrations.trl_credit.StepCreditGRPOTrainer` can give every env
+step's tokens the credit a registry estimator gives that step; plain ``GRPOTrainer`` gives the
+whole episode one advantage from its return.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from agentbench_rl.core.batch import StepFields
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.rollout.episode import episode_seed
+from agentbench_rl.rollout.episode import episode_seed, step_fields
 
 #: What the model is told beside the env's own instruction.
 TOOL_INSTRUCTION = "Call the act tool with one action at a time until the episode ends."
@@ -56,12 +56,20 @@ class AgentEnvironment:
         self.env: TextAgentEnv[Any] = self.spec.make(self.server)
         self.episode_return = 0.0
         self.over = True
+        self.task: tuple[str, int] | None = None  # the episode's task and seed
+        self.won = False
+        self.first_info: dict[str, Any] = {}
+        self.steps: list[StepFields] = []  # as the episode driver records them
+        self.calls: list[bool] = []  # whether each act call made a step (not after the end)
+        self._info: dict[str, Any] = {}
 
     def reset(self, task_id: str, seed: int, **_: Any) -> str:
         """Start the row's episode; returns the first observation (TRL appends it to the
         prompt). The row's other columns (``prompt``) are TRL's."""
         _, info = self.env.reset(seed=seed, options={"task_id": task_id})
-        self.episode_return, self.over = 0.0, False
+        self.episode_return, self.over, self.won = 0.0, False, False
+        self.task, self.first_info, self._info = (task_id, seed), info, info
+        self.steps, self.calls = [], []
         return describe(self.env.observation_text(), info)
 
     def act(self, action: str) -> str:
@@ -70,11 +78,22 @@ class AgentEnvironment:
         Args:
             action: The action, one of the admissible actions listed in the last observation.
         """
+        self.calls.append(False)
         if self.over:
             return "The episode is over."
+        text = self._step(action)
+        self.calls[-1] = True
+        return text
+
+    def _step(self, action: str) -> str:
         _, reward, terminated, truncated, info = self.env.step(action)
+        self.steps.append(
+            step_fields(len(self.steps), reward, self._info, info, bool(info["action_valid"]))
+        )
+        self._info = info
         self.episode_return += reward
         self.over = terminated or truncated
+        self.won = bool(info["won"])
         text = describe(self.env.observation_text(), info)
         if self.over:
             outcome = "solved" if info["won"] else "not solved"
@@ -82,7 +101,14 @@ class AgentEnvironment:
         return text
 
     def get_reward(self) -> float:
-        """The episode's return (TRL calls it once the rollout ends)."""
+        """The episode's return (TRL calls it once the rollout ends). A rollout that ends before
+        the episode does (the model stopped calling the tool, or TRL's turn or length limit
+        came) is played out as our harness plays a model that answers nothing: every remaining
+        step the empty action, which the env counts invalid (with its step penalty, where it
+        has one). Without it, stopping early would score better than acting on Sokoban, whose
+        every step costs 0.1; the played-out steps are rows of the episode, with no tokens."""
+        while not self.over:
+            self._step("")
         return self.episode_return
 
 
@@ -111,3 +137,54 @@ def train_dataset(spec: EnvSpec, rows: int, seed: int) -> Any:
             for task in tasks
         ]
     )
+
+
+class ToolCallingAgent:
+    """A model trained through TRL, played by our harness as TRL plays it: the conversation
+    TRL builds (the instruction with the first observation, then each turn's ``act`` call and
+    its answer, :func:`describe`), the chat template with the ``act`` tool, greedy decoding,
+    and TRL's own parser of the answer (``trl.chat_template_utils.parse_response``). A turn
+    without a call plays its text as the action (the env counts it invalid).
+
+    ``evaluate(config, out, agent=ToolCallingAgent(model, tokenizer))`` gives the checkpoint
+    the harness's seeded tasks and statistics (``baselines/trl_sokoban_tiny.py`` does).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int = 32) -> None:
+        from transformers.utils import get_json_schema
+
+        self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
+        self.tools = [get_json_schema(AgentEnvironment.act)]
+        self.messages: list[dict[str, Any]] = []
+        self.instruction = ""
+
+    def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
+        self.instruction = f"{env.prompt_instruction} {TOOL_INSTRUCTION}"
+        self.messages = []
+
+    def act(self, observation: Any, info: dict[str, Any]) -> str:
+        import torch
+        from trl.chat_template_utils import parse_response
+
+        text = describe(observation if isinstance(observation, str) else observation["text"], info)
+        if not self.messages:
+            self.messages = [{"role": "user", "content": self.instruction + text}]
+        else:
+            self.messages.append({"role": "tool", "name": "act", "content": text})
+        prompt = self.tokenizer.apply_chat_template(
+            self.messages, tools=self.tools, add_generation_prompt=True, tokenize=False
+        )
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            out = self.model.generate(
+                torch.tensor([ids]), max_new_tokens=self.max_new_tokens, do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )  # fmt: skip
+        answer = parse_response(self.tokenizer, out[0, len(ids) :].tolist(), prefix=ids,
+                                tools=self.tools)  # fmt: skip
+        self.messages.append(answer)
+        for call in answer.get("tool_calls") or []:
+            arguments = call.get("function", {}).get("arguments", {})
+            if isinstance(arguments, dict) and "action" in arguments:
+                return str(arguments["action"])
+        return str(answer.get("content", ""))
