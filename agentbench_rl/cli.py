@@ -692,12 +692,32 @@ def bench_credit(
     speed: Annotated[
         bool, typer.Option(help="Also time each estimator on 100,000 synthetic rows.")
     ] = True,
+    learning: Annotated[
+        Path | None,
+        typer.Option(
+            help="A bench learning result (learning.json): does fidelity on the MDP sets "
+            "predict the learning AUC?"
+        ),
+    ] = None,
+    campaign: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="ENV=summary.json of a sweep: does fidelity on ENV's sets predict the "
+            "campaign's paired differences against GRPO? (repeat)"
+        ),
+    ] = None,
 ) -> None:
     """Score estimators' credit against the true advantage of every credit set, in seconds."""
     from agentbench_rl.bench.credit.bench import STANDARD_SETS
     from agentbench_rl.bench.credit.bench import run as run_credit
 
     require("plot", "bench credit (it plots the scores)")
+    campaigns = {}
+    for item in campaign or []:
+        env, sep, path = item.partition("=")
+        if not sep or not env or not path:
+            raise ValueError(f"--campaign {item!r}: give ENV=PATH (sokoban=summary.json)")
+        campaigns[env] = Path(path)
     run_credit(
         estimator,
         sets if sets is not None else STANDARD_SETS,
@@ -705,6 +725,8 @@ def bench_credit(
         against=against,
         console=console_for(),
         timed=speed,
+        learning=learning,
+        campaigns=campaigns,
     )
 
 

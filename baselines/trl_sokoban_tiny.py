@@ -43,8 +43,8 @@ SETTINGS: dict[str, Any] = {
     "train_split": "train",
     "dataset_rows": 32,
     "dataset_seed": 0,
-    "max_steps": 4,  # TRL optimiser steps
-    "per_device_train_batch_size": 4,
+    "max_steps": 30,  # TRL optimiser steps
+    "per_device_train_batch_size": 8,  # two groups of num_generations
     "num_generations": 4,
     "max_completion_length": 64,
     "max_tool_calling_iterations": 6,

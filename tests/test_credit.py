@@ -300,3 +300,35 @@ def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -
     row = next(line for line in board.splitlines() if "| Reward now |" in line)
     assert "[submission](reward-now/)" in row
     assert "| gigpo | built-in |" in board and "perfect baseline" in board
+
+
+def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path) -> None:
+    from agentbench_rl.bench.credit.reading import Point, correlate, learning_points
+
+    # two problems whose levels differ; within each, fidelity and gain rise together by hand:
+    # centred, the points are (-0.1, -1), (0, 0), (0.1, 1) twice: Pearson 1 exactly
+    points = [
+        Point(name, problem, level + f, 10 * level + g)
+        for problem, level in (("p", 0.0), ("q", 0.5))
+        for name, f, g in (("a", -0.1, -1.0), ("b", 0.0, 0.0), ("c", 0.1, 1.0))
+    ]
+    found = correlate("both", points)
+    assert found.pearson == pytest.approx(1.0) and found.by_problem == {"p": 1.0, "q": 1.0}
+    # uncentred, the levels alone would give a correlation; reversing one problem cancels it
+    flipped = [Point(p.estimator, p.problem, p.fidelity, -p.gain if p.problem == "q" else p.gain)
+               for p in points]  # fmt: skip
+    assert correlate("flipped", flipped).pearson == pytest.approx(0.0, abs=1e-12)
+    learning = {"rows": [
+        {"mdp": "branching", "estimator": name, "auc_mean": auc, "auc_share_of_oracle": None}
+        for name, auc in (("grpo", 0.5), ("gigpo", 0.7), ("oracle", 0.9))
+    ]}  # fmt: skip
+    (tmp_path / "learning.json").write_text(json.dumps(learning), "utf-8")
+    fidelity = {("grpo", "mdp-branching"): 0.2, ("gigpo", "mdp-branching"): 0.3}
+    found_points = learning_points(tmp_path / "learning.json", fidelity)
+    assert [(p.estimator, p.fidelity, round(p.gain, 12)) for p in found_points] == [
+        ("gigpo", 0.3, 0.2),
+        ("grpo", 0.2, 0.0),
+    ]
+    (tmp_path / "other.json").write_text("{}", "utf-8")
+    with pytest.raises(ValueError, match=r"other.json: not a bench learning result"):
+        learning_points(tmp_path / "other.json", fidelity)

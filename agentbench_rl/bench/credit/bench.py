@@ -26,10 +26,12 @@ import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
+from agentbench_rl.bench.credit import reading
 from agentbench_rl.bench.credit.score import (
     CEILING,
     PARTS,
     PERFECT_BASELINE,
+    SPEED_HIDDEN_SIZE,
     Candidate,
     Score,
     default_candidates,
@@ -56,6 +58,7 @@ class Report:
     speeds: dict[str, float | None] = field(default_factory=dict)
     against: str | None = None
     seconds: float = 0.0
+    correlations: list[reading.Correlation] = field(default_factory=list)
 
     def records(self) -> list[dict[str, Any]]:
         """One JSON record per (estimator or reference row, set)."""
@@ -84,10 +87,13 @@ def run(
     against: str | None = None,
     console: Console | None = None,
     timed: bool = True,
+    learning: Path | None = None,
+    campaigns: dict[str, Path] | None = None,
 ) -> Report:
     """Score every estimator (a spec or a :class:`Candidate`; ``None``: every registered one)
-    on every set under
-    ``sets_root``; with ``against``, paired differences against that estimator; write the card,
+    on every set under ``sets_root``; with ``against``, paired differences against that
+    estimator; with ``learning`` (a ``bench learning`` result) and ``campaigns`` (env -> a
+    ``sweep`` summary), whether fidelity predicts learning (:mod:`.reading`); write the card,
     the plot and the JSON to ``out``; ``timed``: also the speed at 100k rows."""
     started = time.perf_counter()
     sets = read_sets(sets_root)
@@ -115,6 +121,7 @@ def run(
                 other = base.get(credit.name) if candidate.label != against else None
                 report.scores.append(score(candidate.label, values, credit, other))
         report.scores.extend(reference_scores(credit))
+    report.correlations = _correlations(report, learning, campaigns or {})
     if timed:
         report.speeds = {candidate.label: speed(candidate) for candidate in candidates}
     report.seconds = time.perf_counter() - started
@@ -125,6 +132,26 @@ def run(
         if console is not None:
             console.print(escape(f"wrote {out}/credit.md, credit.json, credit.png"))
     return report
+
+
+def _correlations(
+    report: Report, learning: Path | None, campaigns: dict[str, Path]
+) -> list[reading.Correlation]:
+    fidelity = {
+        (entry.estimator, entry.set): entry.parts["all"]["pearson"]["value"]
+        for entry in report.scores
+    }
+    found = []
+    if learning is not None:
+        points = reading.learning_points(learning, fidelity)
+        if points:
+            found.append(reading.correlate("exact MDPs (learning AUC)", points))
+    set_envs = {credit.name: str(credit.settings.get("env")) for credit in report.sets}
+    for env, path in campaigns.items():
+        points = reading.campaign_points(path, env, fidelity, set_envs)
+        if points:
+            found.append(reading.correlate(f"{env} campaign (mean success)", points))
+    return found
 
 
 # ------------------------------------------------------------------------------ writing
@@ -221,6 +248,8 @@ def markdown(report: Report) -> str:
             if entry.against is not None and entry.estimator != report.against:
                 cells = [_cell(entry.against[name]) for name in METRICS]
                 lines.append(f"| {entry.estimator} | {entry.set} | " + " | ".join(cells) + " |")
+    if report.correlations:
+        lines += reading.markdown(report.correlations)
     problems = [
         f"- {estimator} on {name}: {why}"
         for estimator, by_set in report.problems.items()
@@ -229,11 +258,12 @@ def markdown(report: Report) -> str:
     if problems:
         lines += ["", "## Not scored", "", *problems]
     if report.speeds:
-        lines += ["", "## Speed (synthetic batch of 100,000 rows, best of two)", ""]
+        lines += ["", "## Speed (synthetic batch of 100,000 rows, best of two; hidden states, "
+                  f"for one that needs them, of width {SPEED_HIDDEN_SIZE})", ""]  # fmt: skip
         lines += ["| estimator | seconds | rows/s |", "|---|---|---|"]
         for estimator, seconds in report.speeds.items():
             if seconds is None:
-                lines.append(f"| {estimator} | – (needs hidden states) | – |")
+                lines.append(f"| {estimator} | – (it failed: see above) | – |")
             else:
                 lines.append(f"| {estimator} | {seconds:.3f} | {100_000 / seconds:,.0f} |")
     return "\n".join(lines) + "\n"
@@ -298,6 +328,7 @@ def write_outputs(report: Report, out: Path) -> None:
         "speeds_s": report.speeds,
         "against": report.against,
         "seconds": report.seconds,
+        "fidelity_and_learning": [item.record() for item in report.correlations],
         "sets": [
             {
                 "name": credit.name,

@@ -349,14 +349,20 @@ def reference_scores(credit: CreditSet) -> list[Score]:
     return [ceiling, score(PERFECT_BASELINE, perfect, credit)]
 
 
+#: The width of the synthetic hidden states an estimator that needs them is timed with (the
+#: tiny models' sets carry 128; Qwen2.5-1.5B's would be 1536: ``bench estimators`` times that).
+SPEED_HIDDEN_SIZE = 128
+
+
 def speed(candidate: Candidate, rows: int = SPEED_ROWS) -> float | None:
     """Seconds the candidate takes on ``bench estimators``' synthetic batch of ``rows`` rows
-    (best of two; ``None`` for one that needs hidden states, whose width decides its time)."""
-    if candidate.needs:
-        return None
-    from agentbench_rl.bench.estimators import synthetic_rollout
+    (best of two), with synthetic hidden states of :data:`SPEED_HIDDEN_SIZE` for one that needs
+    them."""
+    from agentbench_rl.bench.estimators import synthetic_hidden, synthetic_rollout
 
-    batch = synthetic_rollout(rows, seed=rows).batch()
+    rollout = synthetic_rollout(rows, seed=rows)
+    hidden = synthetic_hidden(rollout.latent, SPEED_HIDDEN_SIZE) if candidate.needs else None
+    batch = rollout.batch(hidden)
     probe = CreditSet(
         name=f"synthetic-{rows}",
         kind="exact",
@@ -367,6 +373,7 @@ def speed(candidate: Candidate, rows: int = SPEED_ROWS) -> float | None:
         value=np.zeros(rows),
         value_standard_error=np.zeros(rows),
         settings={"gamma": 0.95},
+        hidden={"source": "synthetic", "dim": SPEED_HIDDEN_SIZE} if hidden is not None else None,
     )
     times = [estimate_all(candidate, [probe]).seconds.get(probe.name) for _ in range(2)]
     return min((s for s in times if s is not None), default=None)
