@@ -409,3 +409,23 @@ def test_pass_at_k_is_the_share_of_k_subsets_with_a_success(outcomes: list[list[
             np.mean([any(subset) for subset in itertools.combinations(row, k)]) for row in outcomes
         ]
         assert figures[str(k)] == pytest.approx(float(np.mean(per_task)), abs=1e-6)
+
+
+class _NeedsItsModel:
+    """An agent class that cannot be built without arguments (a model in memory, say)."""
+
+    def __init__(self, model: object) -> None:
+        self.inner = load_agent("expert")
+
+    def begin_episode(self, env: object, seed: int) -> None:
+        self.inner.begin_episode(env, seed)  # type: ignore[attr-defined]
+
+    def act(self, observation: object, info: dict[str, object]) -> str:
+        return self.inner.act(observation, info)
+
+
+def test_an_agent_object_plays_though_its_spec_cannot_be_built(tmp_path: Path) -> None:
+    config = EvalConfig(env="sokoban", split="test", agent="python:test_harness:_NeedsItsModel",
+                        limit=2)  # fmt: skip
+    summary = evaluate(config, tmp_path / "run", agent=_NeedsItsModel(object()))
+    assert summary["success"]["mean"] == 1.0 and summary["agent"] == config.agent

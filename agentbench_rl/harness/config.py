@@ -110,14 +110,16 @@ class EvalConfig(Spec):
             if key not in ("env", "split", "agent")
         }
 
-    def checked_env(self) -> TextAgentEnv[Any]:
+    def checked_env(self, load: bool = True) -> TextAgentEnv[Any]:
         """The env this evaluation plays, made once to check what only a made env, the split's
         task list and a loaded agent can tell (a split without a fixed task list, an option the
-        env refuses, an agent that does not load); ``ValueError`` in one line."""
+        env refuses, an agent that does not load; ``load=False`` when the agent plays as an
+        object already made); ``ValueError`` in one line."""
         from agentbench_rl.agents import load_agent
 
         env_class(self.env.name).task_ids(self.env.split)  # raises for unbounded splits
-        load_agent(self.agent)
+        if load:
+            load_agent(self.agent)
         if self.episodes_format == "parquet":
             from agentbench_rl.extras import require
 

@@ -213,7 +213,7 @@ def evaluate(
         1.0
     """
     options = options if options is not None else RunOptions()
-    env = config.checked_env()
+    env = config.checked_env(load=agent is None)
     if options.env_server is not None:  # the server serves this env, before anything is written
         config.env.make(options.env_server).close()
     if options.concurrency > 1 and agent is None and not config.agent.startswith("openai:"):
