@@ -202,3 +202,26 @@ def test_each_steps_tokens_carry_its_gigpo_credit_in_a_real_trl_batch(tmp_path: 
             checked += 1
     assert checked >= 1
     assert len({round(v, 6) for v in values}) > 1  # per-step credit, not one value for all
+
+
+def test_the_harness_plays_a_trl_model_as_trl_does(tmp_path: Path) -> None:
+    """``ToolCallingAgent``: TRL's conversation and parser inside our harness, on a tokenizer
+    that GRPOTrainer never saw (its response parser is set by the agent)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
+    from trl_sokoban_tiny import SETTINGS, tiny_model
+
+    from agentbench_rl.harness.config import EvalConfig
+    from agentbench_rl.harness.evaluate import evaluate
+    from agentbench_rl.integrations.trl import ToolCallingAgent
+
+    model, tokenizer = tiny_model(SETTINGS)
+    agent = ToolCallingAgent(model, tokenizer, max_new_tokens=8)
+    config = EvalConfig(env=EnvSpec(name="sokoban", split="test", max_steps=3),
+                        agent="python:agentbench_rl.integrations.trl:ToolCallingAgent",
+                        limit=2)  # fmt: skip
+    summary = evaluate(config, tmp_path / "eval", agent=agent)
+    assert summary["n_episodes"] == 2
+    assert [m["role"] for m in agent.messages][:2] == ["user", "assistant"]
+    assert "Admissible actions" in agent.messages[0]["content"]

@@ -152,7 +152,13 @@ class ToolCallingAgent:
 
     def __init__(self, model: Any, tokenizer: Any, max_new_tokens: int = 32) -> None:
         from transformers.utils import get_json_schema
+        from trl.chat_template_utils import add_response_schema
 
+        if (
+            getattr(tokenizer, "response_template", None) is None
+            and getattr(tokenizer, "response_schema", None) is None
+        ):  # what GRPOTrainer sets on the tokenizer it trains with
+            tokenizer = add_response_schema(tokenizer)
         self.model, self.tokenizer, self.max_new_tokens = model, tokenizer, max_new_tokens
         self.tools = [get_json_schema(AgentEnvironment.act)]
         self.messages: list[dict[str, Any]] = []
