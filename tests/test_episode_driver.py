@@ -111,7 +111,7 @@ def test_harness_episode_equals_a_one_member_lockstep() -> None:
 
 
 def test_group_members_share_the_env_seed_and_reset_state() -> None:
-    group = GroupEnv("sokoban", group_size=3, split="test")
+    group = GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=3)
     rollout = rollout_group(group, RandomAgent(), "test-0002", seed=1)
     first_rows = [r for r in rollout.records if r["t"] == 0]
     assert len({r["state_key"] for r in first_rows}) == 1

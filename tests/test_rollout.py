@@ -7,16 +7,18 @@ from pettingzoo.test import parallel_api_test
 
 from agentbench_rl.agents.simple import ExpertAgent, RandomAgent
 from agentbench_rl.envs.sokoban.levels import load_level
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.rollout.group import GroupEnv, rollout_group
 
 
 def test_group_env_passes_the_pettingzoo_parallel_api_test() -> None:
-    parallel_api_test(GroupEnv("sokoban", group_size=3, split="test"), num_cycles=40)
-    parallel_api_test(GroupEnv("visual_sokoban", group_size=2, split="val"), num_cycles=20)
+    parallel_api_test(GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=3), num_cycles=40)
+    visual = EnvSpec(name="visual_sokoban", split="val")
+    parallel_api_test(GroupEnv(visual, group_size=2), num_cycles=20)
 
 
 def test_every_member_gets_the_same_task() -> None:
-    group = GroupEnv("sokoban", group_size=4, split="val")
+    group = GroupEnv(EnvSpec(name="sokoban", split="val"), group_size=4)
     observations, infos = group.reset(seed=11)
     assert len({info["task_id"] for info in infos.values()}) == 1
     assert len(set(observations.values())) == 1
@@ -25,7 +27,7 @@ def test_every_member_gets_the_same_task() -> None:
 
 
 def test_expert_group_rows_are_the_optimal_solution() -> None:
-    group = GroupEnv("sokoban", group_size=2, split="test")
+    group = GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=2)
     rollout = rollout_group(group, ExpertAgent(), "test-0000", seed=0)
     # test-0000 is solved in 3 steps (left, left, up): 2 members x 3 rows.
     assert len(rollout.records) == 6
@@ -45,7 +47,7 @@ def test_expert_group_rows_are_the_optimal_solution() -> None:
 
 
 def test_random_group_rollout_is_seeded_and_batches() -> None:
-    group = GroupEnv("sokoban", group_size=8, split="test")
+    group = GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=8)
     first = rollout_group(group, RandomAgent(), "test-0005", seed=3, group="g0")
     second = rollout_group(group, RandomAgent(), "test-0005", seed=3, group="g0")
     assert first.records == second.records

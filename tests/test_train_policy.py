@@ -264,7 +264,8 @@ def test_batched_driver_matches_rollout_group_records() -> None:
     from agentbench_rl.agents.simple import ExpertAgent
 
     for group, task in enumerate(tasks):
-        reference = rollout_group(GroupEnv("sokoban", 2, split="test"), ExpertAgent(), task, seed=5)
+        group_env = GroupEnv(EnvSpec(name="sokoban", split="test"), 2)
+        reference = rollout_group(group_env, ExpertAgent(), task, seed=5)
         ours = [r for r in batch.records if r["group"] == group]
         keys = ("t", "reward", "obs_key", "state_key", "action_key", "valid", "success")
         assert sorted(tuple(r[k] for k in keys) for r in ours) == sorted(

@@ -345,7 +345,7 @@ def group_rows(env: str, split: str, task_id: str, size: int, seed: int) -> list
     from agentbench_rl.agents.simple import RandomAgent
     from agentbench_rl.rollout.group import GroupEnv, rollout_group
 
-    group = GroupEnv(env, group_size=size, split=split, max_steps=4)
+    group = GroupEnv(EnvSpec(name=env, split=split, max_steps=4), group_size=size)
     rollout = rollout_group(group, RandomAgent(), task_id, seed=seed)
     steps = {traj: outcome["steps"] for traj, outcome in rollout.outcomes.items()}
     return [

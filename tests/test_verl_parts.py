@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from agentbench_rl.agents.simple import RandomAgent
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import REGISTRY, EstimatorSpec, StepBatch, compute
 from agentbench_rl.estimators.common import normalize_advantages
 from agentbench_rl.integrations.verl.advantages import row_advantages, step_batch_from_rows
@@ -36,7 +37,7 @@ def verl_rows(seed: int) -> list[dict[str, Any]]:
     """Two Sokoban groups of four random members as verl rows (uid, session, record)."""
     rows = []
     for uid, task in (("uid-a", "val-0000"), ("uid-b", "val-0003")):
-        env = GroupEnv("sokoban", group_size=4, split="val", max_steps=5)
+        env = GroupEnv(EnvSpec(name="sokoban", split="val", max_steps=5), group_size=4)
         rollout = rollout_group(env, RandomAgent(), task, seed=seed)
         steps = {traj: outcome["steps"] for traj, outcome in rollout.outcomes.items()}
         for record in rollout.records:
@@ -121,7 +122,6 @@ def test_the_whole_config_crosses_to_verls_workers_and_validation_settings_are_r
 
 def test_verl_data_keeps_the_train_categories() -> None:
     from agentbench_rl.envs import env_class
-    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.integrations.verl.data import split_tasks
 
     known = env_class("textcraft").task_categories("train")

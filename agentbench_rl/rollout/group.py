@@ -19,8 +19,8 @@ from pettingzoo import ParallelEnv
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
 from agentbench_rl.core.graph import StepGraph
-from agentbench_rl.envs import make
 from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, member_seed, play
 
 
@@ -31,7 +31,7 @@ class GroupEnv(ParallelEnv[str, Any, str]):
     have finished.
 
     Example:
-        >>> group = GroupEnv("sokoban", group_size=2, split="test")
+        >>> group = GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=2)
         >>> observations, infos = group.reset(seed=0, options={"task_id": "test-0003"})
         >>> observations["member_0"] == observations["member_1"]
         True
@@ -39,11 +39,11 @@ class GroupEnv(ParallelEnv[str, Any, str]):
 
     metadata: dict[str, Any] = {"name": "agentbench_group_v0", "render_modes": []}  # noqa: RUF012
 
-    def __init__(self, env: str, group_size: int = 8, **env_kwargs: Any) -> None:
+    def __init__(self, env: EnvSpec, group_size: int = 8) -> None:
         if group_size < 1:
             raise ValueError(f"GroupEnv: group_size must be >= 1, got {group_size}")
         self.members: dict[str, TextAgentEnv[Any]] = {
-            f"member_{index}": make(env, **env_kwargs) for index in range(group_size)
+            f"member_{index}": env.make() for index in range(group_size)
         }
         self.possible_agents = list(self.members)
         self.agents: list[str] = []
@@ -145,7 +145,7 @@ def rollout_group(
 
     Example:
         >>> from agentbench_rl.agents.simple import RandomAgent
-        >>> env = GroupEnv("sokoban", group_size=4, split="test")
+        >>> env = GroupEnv(EnvSpec(name="sokoban", split="test"), group_size=4)
         >>> rollout = rollout_group(env, RandomAgent(), "test-0000", seed=0)
         >>> len({row["traj"] for row in rollout.records})
         4
