@@ -173,7 +173,9 @@ def test_each_steps_tokens_carry_its_gigpo_credit_in_a_real_trl_batch(tmp_path: 
         for step in env.steps
     ]
     assert any(any(env.calls) for env in envs), "the warm-started model called the tool"
-    values = compute("gigpo", StepBatch.from_records(records)).advantages
+    # our trainer's parameters (TrainConfig's defaults): γ 0.95, an invalid step's penalty 0.1
+    batch = StepBatch.from_records(records)
+    values = compute("gigpo", batch, gamma=0.95, invalid_penalty=0.1).advantages
     expected: dict[int, list[float]] = {}
     for record, value in zip(records, values, strict=True):
         expected.setdefault(record["traj"], []).append(float(value))

@@ -104,9 +104,10 @@ class AgentEnvironment:
         """The episode's return (TRL calls it once the rollout ends). A rollout that ends before
         the episode does (the model stopped calling the tool, or TRL's turn or length limit
         came) is played out as our harness plays a model that answers nothing: every remaining
-        step the empty action, which the env counts invalid (with its step penalty, where it
-        has one). Without it, stopping early would score better than acting on Sokoban, whose
-        every step costs 0.1; the played-out steps are rows of the episode, with no tokens."""
+        step the empty action, which the env counts invalid. The played-out steps are rows of
+        the episode (with no tokens), which our estimators charge the invalid penalty
+        (``StepCreditGRPOTrainer``); the return is the env's own (Sokoban charges an invalid
+        step nothing, a move 0.1)."""
         while not self.over:
             self._step("")
         return self.episode_return

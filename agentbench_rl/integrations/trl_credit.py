@@ -11,9 +11,10 @@ estimator gives that step, on the rows of the batch's groups, as our trainer doe
    the observation it led to); the rows of one dataset prompt (TRL repeats it
    ``num_generations`` times, consecutively) are one group, each rollout a trajectory, its
    success the env's ``won``. A rollout that stops before its episode ends is played out with
-   invalid empty actions (``AgentEnvironment.get_reward``), so every episode has its steps and
-   stopping never scores better than acting;
-2. **the credit**: ``compute(estimator, batch, **params)``, the same call as our trainer's;
+   invalid empty actions (``AgentEnvironment.get_reward``), each charged the invalid penalty by
+   the estimator, so stopping never scores better than acting;
+2. **the credit**: the estimator with our trainer's parameters (``TrainConfig.estimator_spec``:
+   γ 0.95 and an invalid step's penalty 0.1 where it takes them, ``estimator_params`` on top);
 3. **the tokens** (:func:`token_advantages`): the model's turns are the runs of model tokens in
    TRL's ``tool_mask`` (tool answers are 0 there), in order, one per assistant message of the
    rollout's conversation. A turn carries the mean advantage of the env steps its tool calls
@@ -41,8 +42,8 @@ import torch
 from trl import GRPOTrainer
 
 from agentbench_rl.core.batch import StepBatch, StepRecord
-from agentbench_rl.estimators.registry import compute
 from agentbench_rl.integrations.trl import AgentEnvironment
+from agentbench_rl.train.config import TrainConfig
 
 
 def token_advantages(
@@ -110,7 +111,8 @@ class StepCreditGRPOTrainer(GRPOTrainer):
 
     Args:
         estimator: A registry name (``agentbench-rl estimators`` lists them).
-        estimator_params: Its parameters (``{"anchor": "state"}``).
+        estimator_params: Its parameters (``{"anchor": "state"}``), over our trainer's
+            ``gamma`` and ``invalid_penalty``.
         *args, **kwargs: ``GRPOTrainer``'s.
     """
 
@@ -129,8 +131,9 @@ class StepCreditGRPOTrainer(GRPOTrainer):
                 "StepCreditGRPOTrainer runs on one process: TRL spreads a group's rollouts "
                 "across processes, and the estimator needs the whole group"
             )
-        self.estimator = estimator
-        self.estimator_params = dict(estimator_params or {})
+        # the trainer's gamma and invalid_penalty where the estimator takes them, as ours has
+        config = TrainConfig(estimator=estimator, estimator_params=dict(estimator_params or {}))
+        self.estimator = config.estimator_spec()
         self._conversations: list[list[dict[str, Any]]] = []
 
     def _generate(self, prompts: list[Any]) -> Any:
@@ -164,7 +167,7 @@ class StepCreditGRPOTrainer(GRPOTrainer):
             rows = episode_records(environment, group, index)
             spans.append((len(records), len(records) + len(rows)))
             records.extend(rows)
-        values = compute(self.estimator, StepBatch.from_records(records), **self.estimator_params)
+        values = self.estimator.compute(StepBatch.from_records(records))
         advantages = np.asarray(values.advantages, dtype=float)
         mask = output["completion_mask"]
         if "tool_mask" in output:
