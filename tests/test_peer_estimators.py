@@ -157,6 +157,32 @@ def test_lone_row_is_the_one_deliberate_difference(peer: Callable[..., Any]) -> 
     np.testing.assert_allclose(ours[1:], theirs[1:], atol=1e-8)
 
 
+def test_a_context_group_of_equal_returns_drops_out_here_and_by_rounding_there(
+    peer: Callable[..., Any],
+) -> None:
+    """Three trajectories end on the same two observations (A, B) with reward 0.95, a fourth
+    reaches B from C with reward 0: the level-2 group (A, B) holds three equal returns, whose
+    float mean (2.8499999999999996 / 3) misses 0.95, so verl-agent's a ≠ 0 keeps it in the
+    weights (w = 3 beside level 1's w = 2) where ours gives it exactly 0; lone_row="score"
+    follows the code (bench estimators met this on 3 rows of its 100k batch)."""
+    paths = {"x": ("X", "A", "B"), "y": ("Y", "A", "B"), "z": ("Z", "A", "B"), "w": ("W", "C", "B")}
+    rows = [
+        {"group": "g", "traj": traj, "t": t, "obs_key": obs, "state_key": obs,
+         "action_key": "a", "valid": True,
+         "reward": (0.0 if traj == "w" else 0.95) if t == 2 else 0.0}
+        for traj, path in paths.items() for t, obs in enumerate(path)
+    ]  # fmt: skip
+    batch = StepBatch.from_records(rows)
+    theirs = run_hgpo(peer, batch, {"gamma": 1.0})
+    ours = compute("hgpo", batch, gamma=1.0).advantages
+    last = np.flatnonzero((batch.t == 2) & (batch.traj != "w"))
+    level_1 = (0.95 - 0.7125) / (np.std([0.95, 0.95, 0.95, 0.0]) + 1e-6)  # B's four returns
+    np.testing.assert_allclose(ours[last], 2 * level_1 / (2 + 1e-6), rtol=1e-9)
+    np.testing.assert_allclose(theirs[last], 2 * level_1 / (5 + 1e-6), rtol=1e-6)
+    code_form = compute("hgpo", batch, gamma=1.0, lone_row="score").advantages
+    np.testing.assert_allclose(code_form, theirs, rtol=0, atol=1e-8)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("norm", ["mean_std", "mean"])
 def test_gigpo_equals_verl_agent(gigpo_peer: Callable[..., Any], case: str, norm: str) -> None:

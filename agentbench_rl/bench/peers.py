@@ -53,6 +53,11 @@ STAND_INS = (
     "matplotlib.cm",
     "matplotlib.colors",
 )
+#: Our parameters that compute as the code computes, rounding included (``lone_row="score"``:
+#: the code's value for a task group of one row, its float sums where a set of equal values
+#: gives exactly 0 at our defaults), and how close the two must then be (in float64).
+PARITY_PARAMS = {"lone_row": "score"}
+PARITY_TOLERANCE = 1e-8
 RESPONSE_TOKENS = 3  # tokens per row; the episode score sits on the last, as verl-agent does
 MODES = {"mean_std": "mean_std_norm", "mean": "mean_norm"}
 

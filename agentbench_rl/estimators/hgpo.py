@@ -24,22 +24,26 @@ unlike every other estimator here); an item whose advantage is exactly 0 drops o
 weights; the weights are divided by their sum plus the same 1e-6; there is no separate episode
 term: without ``base_group`` a row in no group of two gets 0.
 
-A finding about the code's ``a ≠ 0`` rule, kept as it is: in a group whose returns are all
-equal, the float mean can differ from them by ~1e-17, so ``a`` is not exactly 0 (±1e-11 after
-dividing by the std's 0 + 1e-6) and the item takes its full share of the weights, diluting the
-row's other items; whether it does depends on the summation order. We sum in row order as the
-code does (``np.bincount`` and torch's mean agree on every batch of the parity test).
+A finding about the code's ``a ≠ 0`` rule: in a group whose returns are all equal (or where a
+return sits on its group's mean), the float mean can differ from them by ~1e-17, so ``a`` is not
+exactly 0 (±1e-11 after dividing by the std's 0 + 1e-6) and the item takes its full share of the
+weights, diluting the row's other items, or not, by rounding: whether it does depends on the
+summation order. Ours gives exactly 0 to a set of equal values, at every level (below).
 
-Differs from verl-agent on purpose: with ``base_group``, a task group of a single row gets the
+Differs from verl-agent on purpose: a level-k group whose returns are all equal gives each of
+its rows exactly 0, so it drops out of their weights (verl-agent's rounding can keep it: on the
+100k-row batch of ``bench estimators`` one level-2 group of three equal returns dilutes its rows'
+level-1 item from 0.82 to 0.33); with ``base_group``, a task group of a single row gets the
 spec's episode advantage 0 (``lone_row="zero"``), where verl-agent gives it its score (mean 0,
 std 1 for a set of one); and a task group whose rows' scores are all equal (one trajectory and
 no invalid action) gets exactly 0, where verl-agent's float mean of the equal scores can miss
 them by an ulp, so its ``a_0`` is ~1e-11 instead of 0 and, by the ``a ≠ 0`` rule, the level-0
 item joins the weights or not by rounding (on lone-trajectory groups of non-representable
-returns, about a quarter of the groups either way). ``lone_row="score"`` restores both: the
-level-0 item is then computed as verl-agent computes it, with torch's float64 mean and std
-over the group's rows in its batch order (step-major), so it carries the same ulps
-(:func:`verl_agent_episode_term`; needs torch). Step order within a trajectory is ``t`` here,
+returns, about a quarter of the groups either way). ``lone_row="score"`` restores all three: every
+item is then computed as verl-agent computes it, with torch's float64 mean and std over each
+group's rows in the code's order (the episode term's in batch order, step-major:
+:func:`verl_agent_episode_term`; a level's by trajectory id, then step), so it carries the same
+ulps (needs torch). Step order within a trajectory is ``t`` here,
 the row order there (verl-agent's batches are in time order).
 """
 
