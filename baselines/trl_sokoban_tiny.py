@@ -54,7 +54,7 @@ SETTINGS: dict[str, Any] = {
     "tokenizer_episodes": 40,
     # The warm start: TRL's SFTTrainer on expert episodes written as tool calls, so the policy
     # calls the tool at all (a random-initialised model never writes a <tool_call>).
-    "sft": {"episodes": 120, "max_steps": 120, "batch_size": 4, "learning_rate": 3e-3},
+    "sft": {"episodes": 120, "max_steps": 480, "batch_size": 4, "learning_rate": 3e-3},
     "eval": {"split": "test", "limit": 20, "seeds": [0]},
 }
 #: Both trainers' arguments for a run on this machine: the CPU, no checkpoints, no trackers.
