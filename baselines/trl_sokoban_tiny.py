@@ -46,15 +46,32 @@ SETTINGS: dict[str, Any] = {
     "max_steps": 30,  # TRL optimiser steps
     "per_device_train_batch_size": 8,  # two groups of num_generations
     "num_generations": 4,
-    "max_completion_length": 64,
-    "max_tool_calling_iterations": 6,
+    # A step is about 90 tokens (the call, then the env's answer of about 63 and the template's
+    # tags) after a prompt of about 570: room for Sokoban's 15 steps in 2,048 positions. TRL ends
+    # a rollout whose next tool answer would pass max_completion_length (at 64, as this file
+    # once had, every rollout stopped after its first step, so every group of a task was alike).
+    "max_completion_length": 1472,
+    "max_tool_calling_iterations": 15,
     "learning_rate": 1e-4,
     "seed": 0,
-    "tiny": {"hidden_size": 64, "layers": 2, "heads": 4, "kv_heads": 2, "intermediate_size": 128},
+    "tiny": {
+        "hidden_size": 64,
+        "layers": 2,
+        "heads": 4,
+        "kv_heads": 2,
+        "intermediate_size": 128,
+        "max_positions": 2048,
+    },
     "tokenizer_episodes": 40,
     # The warm start: TRL's SFTTrainer on expert episodes written as tool calls, so the policy
     # calls the tool at all (a random-initialised model never writes a <tool_call>).
-    "sft": {"episodes": 120, "max_steps": 480, "batch_size": 4, "learning_rate": 3e-3},
+    "sft": {
+        "episodes": 120,
+        "max_steps": 480,
+        "batch_size": 4,
+        "learning_rate": 3e-3,
+        "max_length": 2048,  # whole expert episodes
+    },
     "eval": {"split": "test", "limit": 20, "seeds": [0]},
 }
 #: Both trainers' arguments for a run on this machine: the CPU, no checkpoints, no trackers.
@@ -139,6 +156,7 @@ def warm_start(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) 
         max_steps=sft["max_steps"],
         per_device_train_batch_size=sft["batch_size"],
         learning_rate=sft["learning_rate"],
+        max_length=sft["max_length"],
         logging_steps=10,
         seed=settings["seed"],
         **ON_THIS_CPU,

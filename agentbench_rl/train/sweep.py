@@ -459,9 +459,11 @@ def plot_curves(
     path: Path,
     title: str = "",
     references: dict[str, list[str]] | None = None,
+    axis_labels: tuple[str, str] = ("iteration", "validation success"),
 ) -> None:
-    """Success against iteration, written as a PNG (needs matplotlib, the ``plot`` extra): per
-    cell the mean over seeds with a band of its 95% t-interval (iterations every seed reached).
+    """Success against iteration (or any ``axis_labels``' figure against a step), written as a
+    PNG (needs matplotlib, the ``plot`` extra): per cell the mean over seeds with a band of its
+    95% t-interval (iterations every seed reached).
 
     Up to three cells share one panel; more get one panel each, where ``references`` (cell ->
     the cells to compare it with, GRPO and GiGPO) are drawn as dashed means.
@@ -515,8 +517,8 @@ def plot_curves(
                 color=line.get_color(),
                 alpha=0.2,
             )
-        axes.set_xlabel("iteration")
-        axes.set_ylabel("validation success")
+        axes.set_xlabel(axis_labels[0])
+        axes.set_ylabel(axis_labels[1])
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
         axes.grid(alpha=0.3)
         axes.legend(fontsize=7)
