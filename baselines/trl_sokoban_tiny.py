@@ -1,6 +1,6 @@
 """A real TRL ``GRPOTrainer`` run on our Sokoban env, on a CPU, with the harness before and after.
 
-    python baselines/trl_sokoban_tiny.py --out runs/trl-sokoban-tiny [--server URL]
+    python baselines/trl_sokoban_tiny.py --out runs/trl-grpo-trl [--server URL]  # TRL's own GRPO
     python baselines/trl_sokoban_tiny.py --estimator gigpo --seed 0 --out runs/trl-gigpo/seed0
 
 The model is a tiny random-initialised Qwen2 (``agentbench_rl.models.tiny``) whose tokenizer

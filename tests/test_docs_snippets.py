@@ -67,8 +67,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # A model behind a real server; the agent is tested on a local one (test_agents_openai_http).
     (r"--agent \"openai:", "served"),
     (r"^agentbench-rl leaderboard serve", "slow-serve"),
-    # A served env runs until stopped; tests/test_openenv.py serves and plays it (.ci/openenv).
-    (r"^agentbench-rl serve-env|--env-server|--server|trl_sokoban_tiny", "openenv"),
+    # A served env runs until stopped; tests/test_openenv.py serves and plays it (.ci/openenv),
+    # as tests/test_trl.py runs the TRL baseline's parts (tests/test_trl_summary.py its summary).
+    (r"^agentbench-rl serve-env|--env-server|--server|trl_sokoban_", "openenv"),
     # Three seeds on a whole split, and the leaderboard steps that file such a run: the default
     # suite runs the cheaper lines; tests/test_cli_newcomer.py covers `leaderboard init` there.
     (r"^agentbench-rl eval .*--seeds 0 1 2", "slow"),
