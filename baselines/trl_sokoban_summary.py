@@ -4,10 +4,10 @@
     python baselines/trl_sokoban_summary.py                 # summarise the recorded runs
 
 Reads ``baselines/results/trl-sokoban-<estimator>/seed<N>/`` (what ``trl_sokoban_tiny.py``
-writes, without the weights) and writes ``baselines/results/trl-sokoban/``: ``summary.json``
+writes, without the weights) and writes ``baselines/results/trl-sokoban/``: ``comparison.json``
 (per estimator: the harness's test success before and after GRPO, TRL's reward and tool-call
 frequency over the first and last five optimiser steps, each a mean over seeds with its 95%
-t-interval; GiGPO minus GRPO paired by seed), ``summary.md`` (the same as a table) and
+t-interval; GiGPO minus GRPO paired by seed), ``comparison.md`` (the same as a table) and
 ``reward.png`` (TRL's logged reward, a trailing mean of five optimiser steps, mean over seeds
 with its band).
 ``--record DIR`` first copies every finished run under ``DIR`` (its ``eval/`` written) into
@@ -99,8 +99,8 @@ def summarise() -> dict[str, Any]:
         )
         summary["gigpo_minus_grpo"][key] = difference.to_dict()
     OUT.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(OUT / "summary.json", json.dumps(summary, indent=1) + "\n")
-    atomic_write_text(OUT / "summary.md", markdown(summary, figures))
+    atomic_write_text(OUT / "comparison.json", json.dumps(summary, indent=1) + "\n")
+    atomic_write_text(OUT / "comparison.md", markdown(summary, figures))
     curves = {
         f"trl-sokoban-{estimator}": {seed: run["reward_curve"] for seed, run in by_seed.items()}
         for estimator, by_seed in runs.items()
@@ -144,8 +144,8 @@ def main() -> None:
         for target in record(options.record):
             print(f"recorded {target.relative_to(RESULTS.parent.parent)}")
     summarise()
-    print((OUT / "summary.md").read_text())
-    print(f"wrote {OUT.relative_to(RESULTS.parent.parent)}/ (summary.json, summary.md, reward.png)")
+    print((OUT / "comparison.md").read_text())
+    print(f"wrote {OUT.relative_to(RESULTS.parent.parent)}/ (comparison.json, comparison.md, reward.png)")
 
 
 if __name__ == "__main__":

@@ -67,6 +67,6 @@ def test_the_summary_pairs_the_seeds_and_records_without_weights(
     difference = summary["gigpo_minus_grpo"]["success_end"]
     assert difference["n"] == 2 and difference["mean"] == pytest.approx(0.2)
     written = results / "trl-sokoban"
-    assert json.loads((written / "summary.json").read_text()) == summary
-    assert "| success_end |" in (written / "summary.md").read_text()
+    assert json.loads((written / "comparison.json").read_text()) == summary
+    assert "| success_end |" in (written / "comparison.md").read_text()
     assert (written / "reward.png").read_bytes().startswith(b"\x89PNG")
