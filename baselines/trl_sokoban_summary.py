@@ -11,7 +11,8 @@ t-interval; GiGPO minus GRPO paired by seed), ``comparison.md`` (the same as a t
 ``reward.png`` (TRL's logged reward, a trailing mean of five optimiser steps, mean over seeds
 with its band).
 ``--record DIR`` first copies every finished run under ``DIR`` (its ``eval/`` written) into
-``baselines/results/``, leaving ``model/`` out.
+``baselines/results/``, leaving ``model/`` out, with its ``metrics.jsonl`` (written again from
+TRL's log and the evaluations, for runs made before the script wrote it).
 """
 
 from __future__ import annotations
@@ -22,14 +23,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trl_sokoban_tiny import metrics_rows  # beside this file: python puts its folder on the path
+
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.harness.stats import paired_difference, t_interval
+from agentbench_rl.spec.run_folder import RunFolder
 from agentbench_rl.train.sweep import plot_curves
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("gigpo", "grpo")
 OUT = RESULTS / "trl-sokoban"
 EDGE_STEPS = 5  # the first and last optimiser steps a run's start and end are read from
+CALLS = "engine/tools/call_frequency"  # TRL's tool calls per rollout, as metrics_rows keeps it
 
 
 def record(runs: Path) -> list[Path]:
@@ -42,32 +47,33 @@ def record(runs: Path) -> list[Path]:
             target = RESULTS / f"trl-sokoban-{estimator}" / run.name
             shutil.rmtree(target, ignore_errors=True)
             shutil.copytree(run, target, ignore=shutil.ignore_patterns("model"))
+            RunFolder(target).write_metrics(metrics_rows(target))  # runs made before it wrote them
             copied.append(target)
     return copied
 
 
 def run_figures(run: Path) -> dict[str, Any]:
-    """One run's figures: success before and after, reward and tool calls at start and end."""
-    steps = json.loads((run / "trainer_state.json").read_text())["log_history"]
-    logged = [step for step in steps if "reward" in step]
+    """One run's figures, from its ``metrics.jsonl``: success before and after, reward and tool
+    calls at start and end."""
+    rows = RunFolder(run).read_metrics().rows
+    steps = rows[1:]  # iteration 0 is the warm start
 
-    def mean_of(key: str, part: list[dict[str, Any]]) -> float:
-        return sum(float(step[key]) for step in part) / len(part)
-
-    def success(folder: str) -> float:
-        return float(json.loads((run / folder / "summary.json").read_text())["success"]["mean"])
+    def mean_of(key: str, part: list[Any]) -> float:
+        return sum(float(row[key]) for row in part) / len(part)
 
     return {
-        "success_start": success("eval-start"),
-        "success_end": success("eval"),
-        "reward_first": mean_of("reward", logged[:EDGE_STEPS]),
-        "reward_last": mean_of("reward", logged[-EDGE_STEPS:]),
-        "tool_calls_first": mean_of("tools/call_frequency", logged[:EDGE_STEPS]),
-        "tool_calls_last": mean_of("tools/call_frequency", logged[-EDGE_STEPS:]),
+        "success_start": float(rows[0]["val_success"]),
+        "success_end": float(rows[-1]["val_success"]),
+        "reward_first": mean_of("train/return", steps[:EDGE_STEPS]),
+        "reward_last": mean_of("train/return", steps[-EDGE_STEPS:]),
+        "tool_calls_first": mean_of(CALLS, steps[:EDGE_STEPS]),
+        "tool_calls_last": mean_of(CALLS, steps[-EDGE_STEPS:]),
         # one optimiser step is 8 rollouts, a solved level +10 among them: a trailing mean reads
         "reward_curve": {
-            int(step["step"]): mean_of("reward", logged[max(0, index + 1 - EDGE_STEPS) : index + 1])
-            for index, step in enumerate(logged)
+            int(row["iteration"]): mean_of(
+                "train/return", steps[max(0, index + 1 - EDGE_STEPS) : index + 1]
+            )
+            for index, row in enumerate(steps)
         },
     }
 
@@ -145,7 +151,8 @@ def main() -> None:
             print(f"recorded {target.relative_to(RESULTS.parent.parent)}")
     summarise()
     print((OUT / "comparison.md").read_text())
-    print(f"wrote {OUT.relative_to(RESULTS.parent.parent)}/ (comparison.json, comparison.md, reward.png)")
+    written = "comparison.json, comparison.md, reward.png"
+    print(f"wrote {OUT.relative_to(RESULTS.parent.parent)}/ ({written})")
 
 
 if __name__ == "__main__":

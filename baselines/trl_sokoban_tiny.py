@@ -20,8 +20,9 @@ conversation, chat template and parser TRL trains with; greedy) on levels of the
 
 Writes OUT/model (weights), OUT/trainer_state.json (TRL's logged steps; OUT/sft_state.json the
 warm start's), OUT/config.json (this run's settings and versions), OUT/eval-start/ and OUT/eval/
-(the harness's episodes and summary); the recorded runs in ``baselines/results/`` keep all but
-the weights.
+(the harness's episodes and summary) and OUT/metrics.jsonl (the same run as the home trainer's
+metrics: :func:`metrics_rows`); the recorded runs in ``baselines/results/`` keep all but the
+weights.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_rl.extras import require
+from agentbench_rl.spec.run_folder import RunFolder
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
 
@@ -222,6 +224,40 @@ def train(out: Path, server: str | None, settings: dict[str, Any], estimator: st
     (out / "config.json").write_text(json.dumps(record, indent=1) + "\n")
     shutil.rmtree(out / "trainer", ignore_errors=True)
     evaluate_model(model, tokenizer, out / "eval", settings)
+    RunFolder(out).write_metrics(metrics_rows(out))
+
+
+#: TRL's logged figures kept in a run's metrics.jsonl, as ``engine/<name>`` (what the engine names).
+TRL_FIGURES = ("loss", "grad_norm", "entropy", "reward_std", "frac_reward_zero_std",
+               "tools/call_frequency", "tools/failure_frequency")  # fmt: skip
+
+
+def metrics_rows(out: Path) -> list[Any]:
+    """The run in ``out`` as the home trainer's ``metrics.jsonl`` rows (``MetricsRow``):
+    iteration 0 is the warm start with its evaluation, iteration k TRL's optimiser step k (its
+    mean reward as ``train/return``, its time, its other figures as ``engine/<name>``); the
+    last also carries the final evaluation. Read from ``trainer_state.json`` and the harness's
+    ``eval-start/`` and ``eval/``, so a recorded run's rows can be written again."""
+    from agentbench_rl.spec.records import MetricsRow, with_figures
+
+    def validation(folder: str) -> dict[str, Any]:
+        summary = json.loads((out / folder / "summary.json").read_text())
+        return {"val_success": summary["success"]["mean"], "val_return": summary["mean_return"],
+                "val_steps": summary["mean_steps"],
+                "val_invalid_rate": summary["invalid_action_rate"],
+                "val_greedy": True, "val_seed_count": len(summary["seeds"])}  # fmt: skip
+
+    steps = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    start: MetricsRow = {"iteration": 0}
+    rows = [with_figures(start, validation("eval-start"))]
+    for step in (step for step in steps if "reward" in step):
+        row: MetricsRow = {"iteration": int(step["step"]), "train/return": float(step["reward"]),
+                           "train/response_tokens": float(step["completions/mean_length"]),
+                           "time/iteration_s": float(step["step_time"])}  # fmt: skip
+        figures = {f"engine/{name}": float(step[name]) for name in TRL_FIGURES if name in step}
+        rows.append(with_figures(row, figures))
+    rows[-1] = with_figures(rows[-1], validation("eval"))
+    return rows
 
 
 def evaluate_model(model: Any, tokenizer: Any, out: Path, settings: dict[str, Any]) -> Any:

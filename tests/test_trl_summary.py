@@ -10,10 +10,13 @@ from types import ModuleType
 
 import pytest
 
+from agentbench_rl.spec.run_folder import RunFolder
+
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
 
 
-def _summary_module() -> ModuleType:
+def _summary_module(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    monkeypatch.syspath_prepend(str(BASELINES))  # it imports trl_sokoban_tiny from beside it
     spec = importlib.util.spec_from_file_location(
         "trl_sokoban_summary", BASELINES / "trl_sokoban_summary.py"
     )
@@ -26,13 +29,16 @@ def _summary_module() -> ModuleType:
 def _write_run(run: Path, rewards: list[float], start: float, end: float) -> None:
     """What trl_sokoban_tiny.py leaves: TRL's log (a reward per step) and two harness summaries."""
     run.mkdir(parents=True)
-    log = [{"step": step, "reward": reward, "tools/call_frequency": 2.0}
+    log = [{"step": step, "reward": reward, "tools/call_frequency": 2.0, "step_time": 0.5,
+            "completions/mean_length": 40.0}
            for step, reward in enumerate(rewards, start=1)]  # fmt: skip
     log.append({"step": len(rewards), "train_runtime": 1.0})  # TRL's last entry has no reward
     (run / "trainer_state.json").write_text(json.dumps({"log_history": log}))
     for folder, success in (("eval-start", start), ("eval", end)):
         (run / folder).mkdir()
-        (run / folder / "summary.json").write_text(json.dumps({"success": {"mean": success}}))
+        summary = {"success": {"mean": success}, "mean_return": 1.0, "mean_steps": 9.0,
+                   "invalid_action_rate": 0.5, "seeds": [0]}  # fmt: skip
+        (run / folder / "summary.json").write_text(json.dumps(summary))
     (run / "model").mkdir()  # the weights, which the record leaves out
 
 
@@ -40,7 +46,7 @@ def test_the_summary_pairs_the_seeds_and_records_without_weights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("matplotlib")
-    summary_module = _summary_module()
+    summary_module = _summary_module(monkeypatch)
     results = tmp_path / "results"
     monkeypatch.setattr(summary_module, "RESULTS", results)
     monkeypatch.setattr(summary_module, "OUT", results / "trl-sokoban")
@@ -58,6 +64,12 @@ def test_the_summary_pairs_the_seeds_and_records_without_weights(
         "trl-sokoban-grpo/seed0", "trl-sokoban-grpo/seed1",
     ]  # fmt: skip
     assert not (results / "trl-sokoban-gigpo" / "seed0" / "model").exists()
+    # the run as the home trainer's metrics: the warm start at 0, TRL's steps 1..10
+    metrics = RunFolder(results / "trl-sokoban-gigpo" / "seed1").read_metrics().rows
+    assert [row["iteration"] for row in metrics] == list(range(11))
+    assert metrics[0]["val_success"] == 0.0 and metrics[-1]["val_success"] == 0.4
+    assert [row["train/return"] for row in metrics[1:]] == [x + 1 for x in ten]
+    assert metrics[3]["engine/tools/call_frequency"] == 2.0
 
     summary = summary_module.summarise()
     gigpo = summary["estimators"]["gigpo"]
