@@ -238,14 +238,10 @@ def metrics_rows(out: Path) -> list[Any]:
     mean reward as ``train/return``, its time, its other figures as ``engine/<name>``); the
     last also carries the final evaluation. Read from ``trainer_state.json`` and the harness's
     ``eval-start/`` and ``eval/``, so a recorded run's rows can be written again."""
-    from agentbench_rl.spec.records import MetricsRow, with_figures
+    from agentbench_rl.spec.records import MetricsRow, validation_figures, with_figures
 
-    def validation(folder: str) -> dict[str, Any]:
-        summary = json.loads((out / folder / "summary.json").read_text())
-        return {"val_success": summary["success"]["mean"], "val_return": summary["mean_return"],
-                "val_steps": summary["mean_steps"],
-                "val_invalid_rate": summary["invalid_action_rate"],
-                "val_greedy": True, "val_seed_count": len(summary["seeds"])}  # fmt: skip
+    def validation(folder: str) -> MetricsRow:  # ToolCallingAgent plays greedily
+        return validation_figures(json.loads((out / folder / "summary.json").read_text()), True)
 
     steps = json.loads((out / "trainer_state.json").read_text())["log_history"]
     start: MetricsRow = {"iteration": 0}

@@ -163,9 +163,9 @@ def test_the_campaign_starts_from_its_shipped_weights_as_its_recorded_runs_did(
     weights = json.loads(shipped.read_text())["weights"]
     recorded = {}
     for run in sweep.runs():
-        if RunFolder(run.folder).metrics_file.is_file():
-            with RunFolder(run.folder).metrics_file.open(encoding="utf-8") as metrics:
-                start = json.loads(metrics.readline())  # iteration 0: the start of RL
+        rows = RunFolder(run.folder).read_metrics().rows  # none for a run not yet recorded
+        if rows:
+            start = rows[0]  # iteration 0: the start of RL
             recorded[run.cell, run.seed] = (start["val_weights"], start["bc/loss"])
     assert recorded, f"no recorded run under {CAMPAIGN_RUNS}"
     assert {fingerprint for fingerprint, _ in recorded.values()} == {weights}, recorded

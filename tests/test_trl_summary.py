@@ -36,8 +36,9 @@ def _write_run(run: Path, rewards: list[float], start: float, end: float) -> Non
     (run / "trainer_state.json").write_text(json.dumps({"log_history": log}))
     for folder, success in (("eval-start", start), ("eval", end)):
         (run / folder).mkdir()
-        summary = {"success": {"mean": success}, "mean_return": 1.0, "mean_steps": 9.0,
-                   "invalid_action_rate": 0.5, "seeds": [0]}  # fmt: skip
+        summary = {"success": {"mean": success}, "score": {"mean": success}, "mean_return": 1.0,
+                   "mean_steps": 9.0, "invalid_action_rate": 0.5, "seeds": [0],
+                   "provenance": {"agent_weights": None}}  # fmt: skip
         (run / folder / "summary.json").write_text(json.dumps(summary))
     (run / "model").mkdir()  # the weights, which the record leaves out
 

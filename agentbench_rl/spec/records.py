@@ -116,6 +116,34 @@ def with_figures(row: MetricsRow, figures: Mapping[str, Any]) -> MetricsRow:
     return cast(MetricsRow, {**row, **figures})
 
 
+def validation_figures(summary: Mapping[str, Any], greedy: bool) -> MetricsRow:
+    """The ``val_...`` figures of a metrics row, read from the harness's summary of the
+    validation (``summary.json``); ``val_weights`` only where the agent's weights were
+    fingerprinted (an ``hf:`` policy).
+
+    Example:
+        >>> summary = {"success": {"mean": 0.5}, "score": {"mean": 0.5}, "mean_return": 1.0,
+        ...            "mean_steps": 9.0, "invalid_action_rate": 0.0, "seeds": [0, 1],
+        ...            "provenance": {"agent_weights": None}}
+        >>> sorted(validation_figures(summary, greedy=True))  # doctest: +NORMALIZE_WHITESPACE
+        ['val_greedy', 'val_invalid_rate', 'val_return', 'val_score', 'val_seed_count',
+         'val_steps', 'val_success']
+    """
+    row: MetricsRow = {
+        "val_success": float(summary["success"]["mean"]),
+        "val_score": float(summary["score"]["mean"]),
+        "val_return": float(summary["mean_return"]),
+        "val_steps": float(summary["mean_steps"]),
+        "val_invalid_rate": float(summary["invalid_action_rate"]),
+        "val_greedy": greedy,
+        "val_seed_count": len(summary["seeds"]),
+    }
+    weights = summary["provenance"]["agent_weights"]
+    if weights is not None:
+        row["val_weights"] = weights
+    return row
+
+
 class MetricBlock(BaseModel):
     """A figure's mean with its intervals (``harness.stats.metric_block``)."""
 

@@ -81,7 +81,7 @@ from agentbench_rl.rollout.batched import (
 )
 from agentbench_rl.rollout.scripted import tokenizer_texts
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
-from agentbench_rl.spec.records import MetricsRow, with_figures
+from agentbench_rl.spec.records import MetricsRow, validation_figures, with_figures
 from agentbench_rl.spec.run_folder import (
     DONE_FILE,
     POLICY,
@@ -464,16 +464,7 @@ def validate(policy: Policy, config: TrainConfig, run: RunFolder, iteration: int
         RunOptions(resume=True, batch_size=config.forward_batch_size),
         agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
     )
-    return {
-        "val_success": float(summary["success"]["mean"]),
-        "val_score": float(summary["score"]["mean"]),
-        "val_return": float(summary["mean_return"]),
-        "val_steps": float(summary["mean_steps"]),
-        "val_invalid_rate": float(summary["invalid_action_rate"]),
-        "val_weights": summary["provenance"]["agent_weights"],
-        "val_greedy": config.val_greedy,
-        "val_seed_count": len(config.val_seeds),
-    }
+    return validation_figures(summary, config.val_greedy)
 
 
 def rollout_metrics(rollout: RolloutBatch) -> MetricsRow:
