@@ -34,8 +34,13 @@ from agentbench_rl.spec.typed import one_line
 #: input, a missing file, folder, extra or server, a full disk, a gradient that is not finite
 #: (nothing applied; the run's last checkpoint kept).
 USER_ERRORS = (ValueError, OSError, ImportError, FloatingPointError)
-#: The commands a rerun with ``--resume`` continues.
-RESUMABLE_COMMANDS = ("eval", "train", "sweep")
+#: The commands that continue where they stopped, each with how: ``eval`` and ``train`` take
+#: ``--resume``; a sweep skips its finished runs and resumes the others whenever it runs.
+RESUMABLE_COMMANDS = {
+    "eval": "rerun with --resume",
+    "train": "rerun with --resume",
+    "sweep": "run the same sweep again",
+}
 
 
 class _Commands(typer.core.TyperGroup):
@@ -1256,7 +1261,7 @@ def user_message(problem: BaseException, command: str | None = None) -> str:
     if isinstance(problem, OSError) and problem.errno == errno.ENOSPC:
         where = f" writing {problem.filename}" if problem.filename else ""
         then = (
-            ", then rerun with --resume (what finished is kept)"
+            f", then {RESUMABLE_COMMANDS[command]} (what finished is kept)"
             if command in RESUMABLE_COMMANDS
             else ", then run it again"
         )
@@ -1264,7 +1269,9 @@ def user_message(problem: BaseException, command: str | None = None) -> str:
     if isinstance(problem, ValidationError):  # a typed declaration made in code (EnvSpec)
         return one_line(problem)
     if isinstance(problem, ServerGone) and command in RESUMABLE_COMMANDS:
-        return f"{problem}; what finished is kept: rerun with --resume once it answers again"
+        return (
+            f"{problem}; what finished is kept: {RESUMABLE_COMMANDS[command]} once it answers again"
+        )
     if isinstance(problem, OSError) and problem.errno is not None and problem.strerror:
         return f"{problem.filename}: {problem.strerror}" if problem.filename else problem.strerror
     message = str(problem) or type(problem).__name__
@@ -1290,10 +1297,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         code = INTERRUPTED
     if code == INTERRUPTED:  # Typer turns Ctrl-C into exit code 130 before we see it
-        resumable = bool(args) and args[0] in RESUMABLE_COMMANDS
-        console.print(
-            "interrupted; rerun with --resume to continue" if resumable else "interrupted"
-        )
+        resume = RESUMABLE_COMMANDS.get(args[0]) if args else None
+        console.print(f"interrupted; {resume} to continue" if resume else "interrupted")
     sys.exit(code if isinstance(code, int) else 0)
 
 

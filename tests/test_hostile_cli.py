@@ -358,3 +358,17 @@ def test_a_full_disk_stops_eval_with_one_line_and_resume_finishes(
     fresh = tmp_path / "fresh"
     assert run_cli(capsys, *args[:-1], str(fresh))[0] == 0
     assert (out / "episodes.csv").read_bytes() == (fresh / "episodes.csv").read_bytes()
+
+
+@pytest.mark.parametrize("command", ["eval", "train", "sweep"])
+def test_the_way_on_a_resumable_command_names_is_one_it_takes(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """The line that ends a stopped run tells how to continue it; an option it names must be one
+    the command has (a sweep resumes by running it again: it has no --resume)."""
+    from agentbench_rl.cli import RESUMABLE_COMMANDS
+
+    code, out, _ = run_cli(capsys, command, "--help")
+    assert code == 0
+    resume = RESUMABLE_COMMANDS[command]
+    assert ("--resume" in resume) == ("--resume" in out)
