@@ -621,6 +621,10 @@ def bench_fidelity(
     ] = None,
     agent: Annotated[str, typer.Option(help="The policy (--env): any agent spec.")] = "random",
     split: Annotated[str, typer.Option(help="The split the tasks come from (--env).")] = "train",
+    category: Annotated[
+        list[str] | None,
+        typer.Option(help="Draw the tasks from this category only (--env; repeat for several)."),
+    ] = None,
     tasks: Annotated[int, typer.Option(help="Tasks in the batch (--env).")] = 8,
     group_size: Annotated[int, typer.Option(help="Trajectories per task (--env).")] = 8,
     continuations: Annotated[
@@ -664,6 +668,7 @@ def bench_fidelity(
         env_options=parse_assignments(env_option or [], "--env-option"),
         agent=agent,
         split=split,
+        categories=tuple(category or ()),
         tasks=tasks,
         group_size=group_size,
         continuations=continuations,

@@ -129,6 +129,44 @@ def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:
         run(other, tmp_path, QUIET)
 
 
+def test_a_journal_written_before_a_settings_field_existed_still_resumes(tmp_path: Path) -> None:
+    """A journal's settings line from before ``categories`` existed reads as the default (every
+    task), so the run it started resumes instead of being refused."""
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=3
+    )
+    first = run(settings, tmp_path, QUIET)
+    journal = tmp_path / JOURNAL
+    lines = journal.read_text().splitlines(keepends=True)
+    head = json.loads(lines[0])
+    del head["settings"]["categories"]
+    journal.write_text(json.dumps(head) + "\n" + "".join(lines[1:]))
+    again = run(settings, tmp_path, QUIET)
+    assert json.dumps(again["results"]) == json.dumps(first["results"])
+    assert journal.read_text().splitlines()[1:] == [line.rstrip("\n") for line in lines[1:]]
+
+
+def test_categories_draw_the_batch_from_those_tasks_only(tmp_path: Path) -> None:
+    settings = TruthSettings(
+        env="textcraft",
+        agent="random",
+        categories=("depth-1",),
+        tasks=3,
+        group_size=1,
+        continuations=2,
+        max_steps=2,
+    )
+    spec = settings.env_spec()
+    envs = [spec.make() for _ in range(3)]
+    batch = play_batch(settings, envs, policy("random", 3))
+    # the category each episode's env reports, not the draw's own list
+    assert {trajectory.category for trajectory in batch.trajectories} == {"depth-1"}
+    with pytest.raises(ValueError, match="no-such-depth"):
+        TruthSettings(
+            env="textcraft", agent="random", categories=("no-such-depth",)
+        ).env_spec().draw_tasks(1, 0)
+
+
 class UnseededAgent:
     """Draws from a generator it never reseeds: its replays cannot repeat its actions."""
 

@@ -4,7 +4,8 @@ Monte-Carlo estimate of the true advantage, on a real env.
 Every env here is deterministic given (task, reset seed, action prefix), so the advantage of the
 policy that produced a batch can be estimated by playing that policy on from each visited step:
 
-1. **The batch** is the trainer's: N tasks of the split (``EnvSpec.draw_tasks``, seeded) x G
+1. **The batch** is the trainer's: N tasks of the split, of the given categories if any
+   (``EnvSpec.draw_tasks``, seeded) x G
    trajectories; member m of task τ resets with ``episode_seed(seed, τ)`` and its agent is seeded
    ``member_seed(seed, τ, m)``, as training seeds them.
 2. **The truth.** For each visited prefix h_t (trajectory m, step t), K continuations: a fresh env
@@ -87,12 +88,14 @@ METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
 
 @dataclass(frozen=True)
 class TruthSettings:
-    """One Monte-Carlo fidelity run: the env and split, the policy, the batch shape (``tasks``
-    x ``group_size``), K ``continuations`` per visited prefix, the seed and γ."""
+    """One Monte-Carlo fidelity run: the env, split and task categories (none: every task), the
+    policy, the batch shape (``tasks`` x ``group_size``), K ``continuations`` per visited
+    prefix, the seed and γ."""
 
     env: str
     agent: str
     split: str = "train"
+    categories: tuple[str, ...] = ()
     tasks: int = 8
     group_size: int = 8
     continuations: int = 64
@@ -109,11 +112,16 @@ class TruthSettings:
             raise ValueError("fidelity: continuations must be >= 2 (a standard error needs two)")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"fidelity: gamma must be in [0, 1], got {self.gamma}")
+        object.__setattr__(self, "categories", tuple(self.categories))  # JSON gives a list
 
     def env_spec(self) -> EnvSpec:
         """The env the batch and every continuation play."""
         return EnvSpec(
-            name=self.env, split=self.split, kwargs=self.env_options, max_steps=self.max_steps
+            name=self.env,
+            split=self.split,
+            kwargs=self.env_options,
+            categories=self.categories,
+            max_steps=self.max_steps,
         )
 
 
@@ -533,6 +541,15 @@ def _duration(seconds: float | None) -> str:
     return "(not journaled)" if seconds is None else duration(seconds)
 
 
+def _recorded(line: dict[str, Any]) -> TruthSettings | None:
+    """The settings a journal's first line holds (a field added since takes its default), or
+    ``None`` for a line that holds none."""
+    try:
+        return TruthSettings(**line["settings"]) if set(line) == {"settings"} else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
     """The finished chunks of an earlier run of the same settings (a torn last line cut off)."""
     if not path.exists():
@@ -544,7 +561,7 @@ def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
     done: dict[int, Chunk] = {}
     for number, line in json_lines(text, str(path)):
         if number == 1:
-            if line != {"settings": asdict(settings)}:
+            if _recorded(line) != settings:
                 raise ValueError(
                     f"{path} holds continuations of other settings ({line}); "
                     "use another --out or delete it"
