@@ -303,7 +303,12 @@ def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -
 
 
 def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path) -> None:
-    from agentbench_rl.bench.credit.reading import Point, correlate, learning_points
+    from agentbench_rl.bench.credit.reading import (
+        Point,
+        campaign_points,
+        correlate,
+        learning_points,
+    )
 
     # two problems whose levels differ; within each, fidelity and gain rise together by hand:
     # centred, the points are (-0.1, -1), (0, 0), (0.1, 1) twice: Pearson 1 exactly
@@ -332,3 +337,23 @@ def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path
     (tmp_path / "other.json").write_text("{}", "utf-8")
     with pytest.raises(ValueError, match=r"other.json: not a bench learning result"):
         learning_points(tmp_path / "other.json", fidelity)
+    # a campaign's gains are its paired differences against GRPO, and GRPO's is 0, as above
+    paired = [
+        {"estimator": name, "baseline": baseline, "metric": metric, "mean": gain}
+        for name, baseline, metric, gain in (
+            ("gigpo", "grpo", "mean", 0.02),
+            ("gigpo", "grpo", "final", 0.5),  # another figure
+            ("bipace", "gigpo", "mean", 0.5),  # another baseline
+        )
+    ]
+    (tmp_path / "summary.json").write_text(json.dumps({"paired": paired}), "utf-8")
+    set_envs = {"sokoban-a": "sokoban", "sokoban-b": "sokoban", "mdp-branching": "mdp"}
+    fidelity = {("grpo", "sokoban-a"): 0.2, ("gigpo", "sokoban-a"): 0.3,
+                ("gigpo", "sokoban-b"): 0.5, ("gigpo", "mdp-branching"): 0.9}  # fmt: skip
+    found_points = campaign_points(tmp_path / "summary.json", "sokoban", fidelity, set_envs)
+    assert [(p.estimator, p.fidelity, p.gain) for p in found_points] == [
+        ("gigpo", pytest.approx(0.4), 0.02),
+        ("grpo", 0.2, 0.0),
+    ]
+    with pytest.raises(ValueError, match="no credit set of env 'webshop'"):
+        campaign_points(tmp_path / "summary.json", "webshop", fidelity, set_envs)

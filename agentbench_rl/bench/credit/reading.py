@@ -155,19 +155,24 @@ def campaign_points(
     path: Path, env: str, fidelity: dict[tuple[str, str], float], set_envs: dict[str, str]
 ) -> list[Point]:
     """Points of a ``sweep`` summary on ``env``: each estimator's paired difference against GRPO
-    in mean validation success, and its mean Pearson over the sets of ``env``."""
+    in mean validation success (GRPO's own is 0, a point as in :func:`learning_points`), and its
+    mean Pearson over the sets of ``env``."""
     summary = _read(path, "paired", "a sweep summary (summary.json)")
     sets = [name for name, set_env in set_envs.items() if set_env == env]
     if not sets:
         raise ValueError(f"--campaign {env}=...: no credit set of env {env!r} is scored")
+    gains = {
+        row["estimator"]: row["mean"]
+        for row in summary["paired"]
+        if row["baseline"] == BASELINE and row["metric"] == "mean"
+    }
+    if gains:
+        gains[BASELINE] = 0.0
     points = []
-    for row in summary["paired"]:
-        if row["baseline"] != BASELINE or row["metric"] != "mean":
-            continue
-        scores = [fidelity[row["estimator"], name] for name in sets
-                  if (row["estimator"], name) in fidelity]  # fmt: skip
+    for estimator, gain in sorted(gains.items()):
+        scores = [fidelity[estimator, name] for name in sets if (estimator, name) in fidelity]
         if scores:
-            points.append(Point(row["estimator"], env, float(np.mean(scores)), row["mean"]))
+            points.append(Point(estimator, env, float(np.mean(scores)), gain))
     return points
 
 
