@@ -141,9 +141,8 @@ def test_shipped_baseline_files_parse(path: Path) -> None:
     assert sweep.runs()
 
 
-#: Where the campaign's runs from its shipped start are recorded while the rerun is in progress
-#: (baselines/README.md, "The paired campaign"); the runs in ``results/`` took an earlier start.
-CAMPAIGN_RUNS = BASELINES / "results" / "sokoban-tiny-cpu-campaign-rerun"
+#: Where the campaign's runs are recorded (baselines/README.md, "The paired campaign").
+CAMPAIGN_RUNS = BASELINES / "results"
 
 
 @pytest.mark.slow  # one PPO iteration and a validation on 200 levels: ~1 CPU-minute
