@@ -146,6 +146,41 @@ def test_a_journal_written_before_a_settings_field_existed_still_resumes(tmp_pat
     assert journal.read_text().splitlines()[1:] == [line.rstrip("\n") for line in lines[1:]]
 
 
+def test_a_journal_of_other_weights_is_refused(tmp_path: Path) -> None:
+    """An ``hf:`` folder retrained in place is another policy under the same spec: its
+    continuations must not be mixed with the first policy's."""
+    pytest.importorskip("transformers")
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.harness.provenance import weights_fingerprint
+    from agentbench_rl.models.policy import Policy
+    from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
+    from agentbench_rl.prompting import PromptConfig
+    from agentbench_rl.rollout.scripted import tokenizer_texts
+
+    small = TinyModelConfig(
+        hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
+    )
+    prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
+    texts = tokenizer_texts(EnvSpec(name="sokoban", split="train"), prompt, 2, 0)
+    folder = tmp_path / "policy"
+
+    def save_policy(seed: int) -> None:
+        model, tokenizer = build_tiny(texts, small, seed)
+        Policy(model, tokenizer, prompt, max_new_tokens=5).save(folder)
+
+    save_policy(0)
+    settings = TruthSettings(
+        env="sokoban", agent=f"hf:{folder}", tasks=1, group_size=2, continuations=2, max_steps=2
+    )
+    run(settings, tmp_path / "out", QUIET)
+    head = json.loads((tmp_path / "out" / JOURNAL).read_text().splitlines()[0])
+    assert head["agent_weights"] == weights_fingerprint(folder)
+    run(settings, tmp_path / "out", QUIET)  # the same weights resume
+    save_policy(1)
+    with pytest.raises(ValueError, match="other weights"):
+        run(settings, tmp_path / "out", QUIET)
+
+
 def test_categories_draw_the_batch_from_those_tasks_only(tmp_path: Path) -> None:
     settings = TruthSettings(
         env="textcraft",

@@ -544,14 +544,18 @@ def _duration(seconds: float | None) -> str:
 def _recorded(line: dict[str, Any]) -> TruthSettings | None:
     """The settings a journal's first line holds (a field added since takes its default), or
     ``None`` for a line that holds none."""
+    if "settings" not in line or not set(line) <= {"settings", "agent_weights"}:
+        return None
     try:
-        return TruthSettings(**line["settings"]) if set(line) == {"settings"} else None
+        return TruthSettings(**line["settings"])
     except (TypeError, ValueError):
         return None
 
 
-def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
-    """The finished chunks of an earlier run of the same settings (a torn last line cut off)."""
+def _read_journal(path: Path, settings: TruthSettings, weights: str | None) -> dict[int, Chunk]:
+    """The finished chunks of an earlier run of the same settings and the same weights (an
+    ``hf:`` agent's fingerprint: a folder retrained in place holds another policy under the same
+    spec; journals from before the field go unchecked), a torn last line cut off."""
     if not path.exists():
         return {}
     text, complete = complete_lines(path.read_bytes(), str(path))
@@ -565,6 +569,12 @@ def _read_journal(path: Path, settings: TruthSettings) -> dict[int, Chunk]:
                 raise ValueError(
                     f"{path} holds continuations of other settings ({line}); "
                     "use another --out or delete it"
+                )
+            recorded_weights = line.get("agent_weights", weights)
+            if recorded_weights != weights:
+                raise ValueError(
+                    f"{path} holds continuations of other weights ({settings.agent} was "
+                    f"{recorded_weights}, is {weights}); use another --out or delete it"
                 )
             continue
         done[int(line["t"])] = Chunk(
@@ -598,7 +608,8 @@ def run(
     batch = play_batch(settings, envs, agent)
     out.mkdir(parents=True, exist_ok=True)
     journal_path = out / JOURNAL
-    chunks = _read_journal(journal_path, settings)
+    weights = agent_weights_fingerprint(settings.agent)  # None but for hf: agents
+    chunks = _read_journal(journal_path, settings, weights)
     horizon = max(len(trajectory.rewards) for trajectory in batch.trajectories)
     jobs = {
         t: sum(len(tr.rewards) > t for tr in batch.trajectories) * settings.continuations
@@ -606,7 +617,8 @@ def run(
     }
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
-            journal.write(json.dumps({"settings": asdict(settings)}) + "\n")
+            header = {"settings": asdict(settings), "agent_weights": weights}
+            journal.write(json.dumps(header) + "\n")
         task = bar.add_task(
             f"{settings.env} {settings.agent}: continuations",
             total=sum(jobs.values()),
@@ -632,8 +644,7 @@ def run(
     truth = assemble_truth(settings, batch, {t: chunk.returns for t, chunk in chunks.items()})
     if export_set is not None:
         name = Path(export_set).name
-        weights = {"agent_weights": agent_weights_fingerprint(settings.agent)}  # hf: agents
-        made = {**(made or {}), **weights}
+        made = {**(made or {}), "agent_weights": weights}
         write_set(monte_carlo_set(name, settings, batch, truth, agent, made), export_set)
         console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
