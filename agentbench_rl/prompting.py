@@ -137,6 +137,24 @@ def env_instruction(env_name: str) -> str:
         return TextAgentEnv.prompt_instruction
 
 
+def action_choices(info: dict[str, Any], mode: ActionMode) -> list[str]:
+    """The actions a step's prompt lists and ``choose`` mode picks from.
+
+    ``choose`` can only pick a complete action, so it takes the choices a user has
+    (``info["user_choices"]`` where the env gives them: WebShop's search of the instruction in
+    place of its ``search[...]`` placeholder, which, chosen, searches the text "..."); ``generate``
+    writes its own search query, so it sees the admissible actions.
+
+    Example:
+        >>> info = {"admissible_actions": ["search[...]"], "user_choices": ["search[red mug]"]}
+        >>> action_choices(info, "choose"), action_choices(info, "generate")
+        (['search[red mug]'], ['search[...]'])
+    """
+    if mode == "choose" and info.get("user_choices"):
+        return list(info["user_choices"])
+    return list(info["admissible_actions"])
+
+
 def build_prompt(
     env_name: str,
     observation: Any,

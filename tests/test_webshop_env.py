@@ -18,7 +18,13 @@ import agentbench_rl
 from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.base import EpisodeEndedError
-from agentbench_rl.envs.webshop.env import SEARCH_ACTION, WebShopEnv, parse_action, search_query
+from agentbench_rl.envs.webshop.env import (
+    SEARCH_ACTION,
+    WebShopEnv,
+    canonical_action,
+    parse_action,
+    search_query,
+)
 from agentbench_rl.envs.webshop.goals import parse_task_id
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
 from agentbench_rl.envs.webshop.world import require_extras
@@ -363,6 +369,30 @@ def test_expert_on_the_whole_test_split(env: WebShopEnv) -> None:
             assert exact < 1.0 or missing
     success = sum(score == 1.0 for score in scores) / len(scores)
     assert success >= 0.95 and sum(scores) / len(scores) >= 0.98
+
+
+def test_a_choosing_policy_searches_the_instruction(env: WebShopEnv, tmp_path: Path) -> None:
+    """``choose`` mode picks among complete actions: on the search page its one choice is the
+    instruction's search, never the ``search[...]`` placeholder (which searches the text "...",
+    so a tiny behaviour-cloned policy could never find the goal's product)."""
+    pytest.importorskip("transformers")
+    from agentbench_rl.models.policy import Policy
+    from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
+    from agentbench_rl.prompting import PromptConfig, action_choices
+
+    prompt = PromptConfig(history=0, mode="choose", instruction="")
+    small = TinyModelConfig(
+        hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64, tokenizer_episodes=2
+    )
+    model, tokenizer = build_tiny(["search click buy now red mug"], small, 0)
+    Policy(model, tokenizer, prompt, max_new_tokens=5).save(tmp_path)
+    agent = load_agent(f"hf:{tmp_path}")
+    observation, info = env.reset(options={"task_id": "test-00003"})
+    searched = f"search[{search_query(env.goal.instruction_text)}]"
+    assert action_choices(info, "choose") == [searched]
+    assert action_choices(info, "generate") == [SEARCH_ACTION]  # it writes its own query
+    agent.begin_episode(env, seed=0)  # type: ignore[union-attr]
+    assert canonical_action(agent.act(observation, info)) == searched  # type: ignore[union-attr]
 
 
 def test_random_agent_draws_among_a_users_choices(env: WebShopEnv) -> None:

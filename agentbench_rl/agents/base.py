@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.prompting import HistoryStep, PromptConfig, build_prompt
+from agentbench_rl.prompting import HistoryStep, PromptConfig, action_choices, build_prompt
 
 #: The answer formats an agent may declare: ``generate``, the papers' think-then-act tags.
 AnswerFormat = Literal["generate"]
@@ -141,7 +141,11 @@ class PromptingBatchAgent:
         """Every row's prompt (:func:`~agentbench_rl.prompting.build_prompt`)."""
         return [
             build_prompt(
-                self._env_names[row], observation, history, info["admissible_actions"], config
+                self._env_names[row],
+                observation,
+                history,
+                action_choices(info, config.mode),
+                config,
             )
             for row, observation, info, history in zip(
                 rows, observations, infos, histories, strict=True

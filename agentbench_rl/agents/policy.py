@@ -19,7 +19,7 @@ from typing import Any
 
 from agentbench_rl.agents.base import PromptingBatchAgent
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.prompting import HistoryStep
+from agentbench_rl.prompting import HistoryStep, action_choices
 
 
 def step_seed(episode_seed: int, t: int) -> int:
@@ -86,7 +86,7 @@ class PolicyAgent(PromptingBatchAgent):
         ]
         policy = self.policy
         prompts = self.row_prompts(observations, infos, rows, histories, policy.prompt)
-        admissible = [list(info["admissible_actions"]) for info in infos]
+        admissible = [action_choices(info, policy.prompt.mode) for info in infos]
         out = policy.act(
             prompts, admissible, generators, capture_hidden=self.capture_hidden, greedy=self._greedy
         )

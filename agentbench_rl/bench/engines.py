@@ -25,14 +25,15 @@ from rich.table import Table
 
 def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
     from agentbench_rl.envs import env_class, make
-    from agentbench_rl.prompting import build_prompt
+    from agentbench_rl.prompting import action_choices, build_prompt
 
     env = make(env_name, split="test")
     ids = env_class(env_name).task_ids("test")
     texts: list[str] = []
     for k in range(rows):
         observation, info = env.reset(options={"task_id": ids[k % len(ids)]})
-        texts.append(build_prompt(env_name, observation, [], info["admissible_actions"], prompt))
+        choices = action_choices(info, prompt.mode)
+        texts.append(build_prompt(env_name, observation, [], choices, prompt))
     return texts
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
-from agentbench_rl.prompting import PromptConfig, build_prompt
+from agentbench_rl.prompting import PromptConfig, action_choices, build_prompt
 from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
 
@@ -115,11 +115,11 @@ def rollout_groups(
     result = RolloutBatch()
     while lock.live:
         episodes = [lock.episodes[i] for i in lock.live]
+        admissible = [action_choices(e.info, prompt.mode) for e in episodes]
         prompts = [
-            build_prompt(env_name, e.observation, e.history, e.info["admissible_actions"], prompt)
-            for e in episodes
+            build_prompt(env_name, e.observation, e.history, choices, prompt)
+            for e, choices in zip(episodes, admissible, strict=True)
         ]
-        admissible = [list(e.info["admissible_actions"]) for e in episodes]
         out = policy.act(prompts, admissible, generator, capture_hidden=capture_hidden)
         lock.step(out.responses, [bool(kept) for kept in out.format_ok])
         result.prompt_ids.extend(out.prompt_ids)

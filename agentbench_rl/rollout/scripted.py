@@ -18,6 +18,7 @@ from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.prompting import (
     ACTION_MODES,
     PromptConfig,
+    action_choices,
     build_prompt,
     expert_response,
     response_prefix,
@@ -86,7 +87,6 @@ def corpus_texts(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) -
     every_category = env.model_copy(update={"categories": ()})
     tasks = every_category.draw_tasks(episodes, seed)
     for episode, action in scripted_steps(every_category, tasks, seed, expert_or_random(seed)):
-        actions = list(episode.info["admissible_actions"])
         for mode in ACTION_MODES:
             config = PromptConfig(
                 history=prompt.history,
@@ -94,5 +94,6 @@ def corpus_texts(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) -
                 mode=mode,  # type: ignore[arg-type]
                 instruction=prompt.instruction,
             )
+            actions = action_choices(episode.info, config.mode)
             text = build_prompt(env.name, episode.observation, episode.history, actions, config)
             yield text + "\n" + response_prefix(config.mode) + expert_response(action, mode)  # type: ignore[arg-type]

@@ -19,7 +19,7 @@ from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.models.policy import Policy, pack, response_logprobs
-from agentbench_rl.prompting import PromptConfig, build_prompt, expert_response
+from agentbench_rl.prompting import PromptConfig, action_choices, build_prompt, expert_response
 from agentbench_rl.rollout.episode import Episode
 from agentbench_rl.rollout.scripted import scripted_steps
 from agentbench_rl.train.config import BCConfig
@@ -44,7 +44,7 @@ def expert_rows(env: EnvSpec, prompt: PromptConfig, episodes: int, seed: int) ->
                 env.name,
                 episode.observation,
                 episode.history,
-                episode.info["admissible_actions"],
+                action_choices(episode.info, prompt.mode),
                 prompt,
             ),
             action,

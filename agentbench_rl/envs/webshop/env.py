@@ -410,6 +410,7 @@ class WebShopEnv(TextAgentEnv[str]):
 
     def _info(self) -> dict[str, Any]:
         info = super()._info()
+        info["user_choices"] = self.user_choices()  # what choose mode picks from (prompting)
         if self._purchase is not None:
             info["reward_info"] = self._purchase.as_dict()
         return info

@@ -36,7 +36,7 @@ from verl.experimental.agent_loop.agent_loop import (
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.integrations.verl.advantages import RECORD_KEY
 from agentbench_rl.integrations.verl.config import train_config_of
-from agentbench_rl.prompting import HistoryStep, build_prompt, format_ok
+from agentbench_rl.prompting import HistoryStep, action_choices, build_prompt, format_ok
 from agentbench_rl.rollout.batched import training_reward
 from agentbench_rl.rollout.episode import action_valid, history_step, step_fields
 
@@ -91,9 +91,8 @@ class AgentBenchAgentLoop(AgentLoopBase):
             outputs: list[AgentLoopOutput] = []
             done = False
             while not done:
-                prompt = build_prompt(
-                    env.env_name, observation, history, info["admissible_actions"], prompt_config
-                )
+                choices = action_choices(info, prompt_config.mode)
+                prompt = build_prompt(env.env_name, observation, history, choices, prompt_config)
                 prompt_ids = await self.ct_build_initial_tokens(
                     [{"role": "user", "content": prompt}]
                 )
