@@ -7,6 +7,7 @@ objects on a desk); the TextWorld comparison plays the same commands on TextWorl
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import json
 import os
@@ -126,11 +127,12 @@ def test_splits_are_fixed_lists_with_stable_checksums() -> None:
         ALFWorldEnv.task_ids("test")
 
 
-def _build_splits_module() -> Any:
-    path = REPO_ROOT / "envs" / "alfworld" / "build_splits.py"
-    spec = importlib.util.spec_from_file_location("alfworld_build_splits", path)
+def _build_splits_module(script: str = "build_splits") -> Any:
+    path = REPO_ROOT / "envs" / "alfworld" / f"{script}.py"
+    spec = importlib.util.spec_from_file_location(f"alfworld_{script}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -153,12 +155,17 @@ def test_shipped_manifests_equal_build_splits_output(
 
 
 def test_the_shipped_demo_split_plays_with_no_data(tmp_path: Path) -> None:
-    """Six train games ship in the package (one per task type, the smallest of each), chosen by
-    build_splits.py; the env plays them with an empty data folder and the expert wins each."""
-    build = _build_splits_module()
+    """Six games of our own ship in the package (one per task type), written by build_demo.py
+    (the shipped files equal its output, and none is one of ALFWorld's); the env plays them with
+    an empty data folder and the expert wins each."""
+    build = _build_splits_module("build_demo")
+    assert build.main(["--check"]) == 0
+    assert doctest.testmod(build).failed == 0
     demo = load_manifest("demo")
-    assert demo == build.demo_manifest(load_manifest("train"))
+    assert demo == build.demo_manifest()
     assert sorted(game.task_type for game in demo.games) == sorted(TASK_TYPES)
+    official = {game.sha256 for split in SPLITS for game in load_manifest(split).games}
+    assert not official & {game.sha256 for game in demo.games}
     env = ALFWorldEnv(split="demo", data_dir=tmp_path)  # nothing installed there
     for task_id in env.task_ids("demo"):
         _, info = env.reset(options={"task_id": task_id})

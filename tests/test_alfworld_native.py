@@ -22,7 +22,13 @@ from pathlib import Path
 import pytest
 
 from agentbench_rl.envs.alfworld import native
-from agentbench_rl.envs.alfworld.data import GameRecord, load_manifest, read_game, sha256_bytes
+from agentbench_rl.envs.alfworld.data import (
+    GameRecord,
+    load_manifest,
+    read_game,
+    sha256_bytes,
+    shipped_data_dir,
+)
 from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 from agentbench_rl.envs.alfworld.pddl import (
     Relaxation,
@@ -162,6 +168,13 @@ def _compare(
 def test_native_plays_as_textworld_on_a_sample(alfworld_data: Path, split: str) -> None:
     games = load_manifest(split).games[:SAMPLE]
     assert _compare(alfworld_data, games, WALK, expert_share=0.3) > 2 * SAMPLE
+
+
+@needs_backend
+def test_native_plays_the_shipped_demo_games_as_textworld() -> None:
+    # Our own games (envs/alfworld/build_demo.py): TextWorld, the oracle, reads them as we do.
+    games = load_manifest("demo").games
+    assert _compare(shipped_data_dir(), games, 40, expert_share=0.3) > 6 * 4
 
 
 @needs_backend

@@ -8,11 +8,9 @@ sha256 of its ``game.tw-pddl``, sorted by path. Two sources give the same output
 
 ``--tsv`` reads the data set's MANIFEST.tsv (columns split, task_type, path, sha256);
 ``--data-dir`` hashes the files of an installed data folder (``json_2.1.1/<split>/...``).
-Only the standard splits are written (``valid_train`` is not one), and the shipped ``demo``
-split: the train games :data:`DEMO_GAMES` (the smallest train game file of each task type, by
-bytes, chosen once), whose manifest comes from the train records and whose files are copied
-into the package from ``--data-dir`` (with ``--tsv`` only the manifest is written). ``--check``
-compares with the files already there instead of writing, and exits 1 if any differs.
+Only the standard splits are written (``valid_train`` is not one; the shipped ``demo`` split is
+written by ``build_demo.py``). ``--check`` compares with the files already there instead of
+writing, and exits 1 if any differs.
 """
 
 from __future__ import annotations
@@ -35,32 +33,6 @@ from agentbench_rl.envs.alfworld.data import (
 )
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "agentbench_rl" / "envs" / "alfworld"
-#: The ``demo`` split's games: the smallest ``game.tw-pddl`` of each task type in the train
-#: split (53,962 to 84,736 bytes; 388,309 in all), task ids of the train split.
-DEMO_GAMES: tuple[str, ...] = (
-    "look_at_obj_in_light-Pillow-None-DeskLamp-316/trial_T20190908_232351_848868",
-    "pick_and_place_simple-Book-None-Sofa-202/trial_T20190907_043708_054006",
-    "pick_clean_then_place_in_recep-Cloth-None-Toilet-406/trial_T20190908_102552_835735",
-    "pick_cool_then_place_in_recep-Apple-None-SideTable-21/trial_T20190907_180711_700359",
-    "pick_heat_then_place_in_recep-Mug-None-CoffeeMachine-14/trial_T20190907_012116_449794",
-    "pick_two_obj_and_place-ToiletPaper-None-SideTable-420/trial_T20190909_114817_260394",
-)
-DEMO_SPLIT = "demo"
-
-
-def demo_manifest(train: SplitManifest) -> SplitManifest:
-    """The ``demo`` split: :data:`DEMO_GAMES` with their train sha256, in manifest order.
-
-    Example:
-        >>> records = tuple(GameRecord("train", task_id, "ab") for task_id in DEMO_GAMES)
-        >>> demo = demo_manifest(SplitManifest("train", records))
-        >>> demo.split, len(demo.games), demo.games[0].sha256
-        ('demo', 6, 'ab')
-    """
-    games = [train.get(task_id) for task_id in sorted(DEMO_GAMES)]
-    return SplitManifest(
-        DEMO_SPLIT, tuple(GameRecord(DEMO_SPLIT, game.task_id, game.sha256) for game in games)
-    )
 
 
 def record_from_path(path: str, sha256: str) -> GameRecord | None:
@@ -138,25 +110,6 @@ def records_from_data_dir(data_dir: Path) -> list[GameRecord]:
     return records
 
 
-def copy_demo_games(data_dir: Path, demo: SplitManifest, out: Path, check: bool) -> int:
-    """Copy (or, with ``check``, compare) the demo games into ``out/shipped``; returns 1 when a
-    shipped file differs."""
-    status = 0
-    for game in demo.games:
-        source = data_dir / DATA_ROOT / "train" / game.task_id / GAME_FILE
-        target = out / "shipped" / game.path
-        data = source.read_bytes()
-        if check:
-            same = target.is_file() and target.read_bytes() == data
-            status |= not same
-            if not same:
-                print(f"demo: {target} DIFFERS")
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-    return status
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or ``--check``) the manifests; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -175,11 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not any(manifest.games for manifest in manifests.values()):
         print("error: no games found", file=sys.stderr)
         return 1
-    manifests[DEMO_SPLIT] = demo_manifest(manifests["train"])
-    if args.data_dir is not None:
-        status = copy_demo_games(args.data_dir, manifests[DEMO_SPLIT], args.out, args.check)
-    else:
-        status = 0
+    status = 0
     for split, manifest in manifests.items():
         path = args.out / manifest_filename(split)
         text = manifest.to_json()

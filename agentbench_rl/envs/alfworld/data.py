@@ -46,8 +46,9 @@ from agentbench_rl.envs.install import (
 #: installed under the data folder (``data install alfworld``).
 SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
 #: Splits whose games ship inside the package, so the env plays with nothing installed:
-#: ``demo`` is the smallest train game of each task type (``envs/alfworld/build_splits.py``
-#: chooses them), for trying the env and for the benchmarks of machines without the data.
+#: ``demo`` is six small games of our own, one per task type (``envs/alfworld/build_demo.py``
+#: writes them; not ALFWorld's games), for trying the env and for the benchmarks of machines
+#: without the data.
 SHIPPED_SPLITS: tuple[str, ...] = ("demo",)
 #: The six ALFWorld task types (``category`` of every episode).
 TASK_TYPES: tuple[str, ...] = (

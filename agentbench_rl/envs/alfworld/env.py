@@ -116,8 +116,8 @@ class ALFWorldEnv(TextAgentEnv[str]):
 
     Args:
         split: ``train``, ``valid_seen`` (in-distribution eval) or ``valid_unseen``
-            (out-of-distribution eval); ``demo`` (six train games, one per task type) ships
-            with the package and plays with no data installed.
+            (out-of-distribution eval); ``demo`` (six small games of our own, one per task
+            type) ships with the package and plays with no data installed.
         max_steps: step limit (default 50).
         render_mode: ``"ansi"`` or ``None``.
         data_dir: folder holding ``json_2.1.1`` (default ``$ALFWORLD_DATA`` or
