@@ -106,6 +106,19 @@ def test_warm_start_identity_follows_the_marks() -> None:
     )
 
 
+def test_a_setting_added_later_is_in_the_identity_only_away_from_its_default() -> None:
+    # bc.loss came after runs were recorded: at "tokens" (what they did) their identity hashes,
+    # resumes and BC cache keys stay; "choice" is a new identity and a new warm start.
+    plain, by_choice = TrainConfig(), TrainConfig(action_mode="choose", bc={"loss": "choice"})
+    assert "loss" not in plain.identity()["bc"] and "loss" not in plain.warm_start_identity()["bc"]
+    assert TrainConfig(bc={"loss": "tokens"}).identity_hash() == plain.identity_hash()
+    assert by_choice.identity()["bc"]["loss"] == "choice"
+    assert by_choice.warm_start_identity()["bc"]["loss"] == "choice"
+    assert plain.identity_changes(by_choice) == ["action_mode", "bc.loss"]
+    with pytest.raises(ValueError, match=r"^bc.loss: 'choice' needs action_mode: choose$"):
+        TrainConfig(action_mode="generate", bc={"loss": "choice"}).check()
+
+
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda path: str(path.relative_to(REPO)))
 def test_every_committed_config_loads_checks_and_round_trips(path: Path, tmp_path: Path) -> None:
     # run folders' config.yaml (version 1, written before the field existed), sweep files, the

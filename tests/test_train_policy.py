@@ -201,6 +201,43 @@ def test_behaviour_cloning_raises_the_experts_likelihood() -> None:
     assert stats["bc/rows"] == len(rows) and stats["bc/loss"] < 1.0
 
 
+def test_choice_bc_fits_the_policys_own_probability_of_the_experts_pick() -> None:
+    # With learning rate 0 the reported loss is the loss at the start: the mean over rows of
+    # -log softmax(scores)[expert], each score a separate plain forward of prompt + action.
+    prompt = PromptConfig(history_observations=False, mode="choose", instruction="")
+    texts = tokenizer_texts(EnvSpec(name="sokoban", split="train"), prompt, 4, 5)
+    policy = make_policy(build_tiny(texts, SMALL, 5))  # its own model: this test trains it
+    prompts = sokoban_prompts(3)
+    rows = [
+        ExpertRow(prompts[0], "left", tuple(MOVES)),
+        ExpertRow(prompts[1], "up", ("down", "up")),
+        ExpertRow(prompts[2], "right", ("right",)),  # one choice: probability 1, loss 0
+    ]
+    stats = behaviour_cloning(
+        policy, rows, BCConfig(epochs=1, learning_rate=0.0, batch_size=3, loss="choice"), 0, 2
+    )
+    expected = []
+    for row in rows:
+        scores = full_forward_scores(policy, policy.encode_prompt(row.prompt), list(row.choices))
+        log_policy = torch.log_softmax(torch.tensor(scores, dtype=torch.float64), 0)
+        expected.append(-float(log_policy[row.choices.index(row.action)]))
+    assert expected[2] == 0.0
+    assert stats["bc/loss"] == pytest.approx(np.mean(expected), abs=1e-5)
+    # Trained, the expert's pick becomes the policy's most likely one on every row.
+    behaviour_cloning(
+        policy, rows, BCConfig(epochs=30, learning_rate=3e-3, batch_size=3, loss="choice"), 0, 8
+    )
+    for row in rows[:2]:
+        scores = full_forward_scores(policy, policy.encode_prompt(row.prompt), list(row.choices))
+        assert row.choices[int(np.argmax(scores))] == row.action
+
+
+def test_choice_bc_refuses_an_expert_action_outside_the_choices(tiny: tuple[Any, Any]) -> None:
+    rows = [ExpertRow(sokoban_prompts(1)[0], "jump", tuple(MOVES))]
+    with pytest.raises(ValueError, match="expert's action 'jump' is not among the 4 admissible"):
+        behaviour_cloning(make_policy(tiny), rows, BCConfig(loss="choice"), 0, 8)
+
+
 def test_generate_mode_bc_target_ends_with_eos(tiny: tuple[Any, Any]) -> None:
     policy = make_policy(tiny, mode="generate")
     ids = target_ids(policy, "up")

@@ -51,6 +51,10 @@ RUN_OPTION = {"changes_numbers": False}
 #: behaviour cloning): :func:`warm_start_identity` is these fields of the identity, and a cached
 #: BC result is reused only where they all agree.
 WARM_START = {"warm_start": True}
+#: Field metadata of a setting added after runs were recorded, whose default does what those
+#: runs did: at its default it is left out of the identity, so their identity hashes, resumes
+#: and BC cache keys stay what they were; any other value is in it as usual.
+ADDED_LATER = {"identity_at_default": False}
 #: The version of the config format. 1: the flat keys every run folder, sweep file and
 #: leaderboard entry written so far holds (a file without ``config_version`` is of version 1).
 CONFIG_VERSION = 1
@@ -122,6 +126,11 @@ class BCConfig(Spec):
     epochs: Positive = _field(2, WARM_START)
     learning_rate: NonNegative = _field(1e-3, WARM_START)
     batch_size: Positive = _field(64, WARM_START)  # rows per optimiser step
+    # What is fitted: "tokens", the answer's token-mean likelihood; "choice" (choose mode
+    # only), the policy's own probability of the expert's action among the admissible ones,
+    # so every other choice is pushed down too (a WebShop page's "next >" is never the expert's
+    # click, and the token loss never lowers it below the product links it must beat).
+    loss: Literal["tokens", "choice"] = _field("tokens", WARM_START, ADDED_LATER)
     # reuse a BC result across runs that share its settings
     cache_dir: Text | None = _field(None, RUN_OPTION)
     # Seed of the warm start (tiny model's init and tokenizer, BC tasks and order); None: the
@@ -259,6 +268,8 @@ class TrainConfig(Spec):
         unknown = unknown_options(env_class(self.env), self.env_kwargs)
         if unknown:
             raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
+        if self.bc.loss == "choice" and self.action_mode != "choose":
+            raise ValueError("bc.loss: 'choice' needs action_mode: choose")
         if self.env_server is not None and self.backend == "ray":
             raise ValueError("env_server: served envs are stepped from this process, not Ray")
 
@@ -452,12 +463,14 @@ def _marked(info: FieldInfo, mark: str, default: bool) -> bool:
 
 
 def _identity(model: BaseModel) -> dict[str, Any]:
-    """Every field of ``model`` but the run options, sections by the same rule."""
+    """Every field of ``model`` but the run options (and :data:`ADDED_LATER` ones at their
+    default), sections by the same rule."""
     return {
         name: _identity(value) if isinstance(value, BaseModel) else copy.deepcopy(value)
         for name, info in type(model).model_fields.items()
         if _marked(info, "changes_numbers", True)
         for value in (getattr(model, name),)
+        if _marked(info, "identity_at_default", True) or value != info.default
     }
 
 
@@ -467,6 +480,8 @@ def _warm_start(model: BaseModel) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
+        if not _marked(info, "identity_at_default", True) and value == info.default:
+            continue
         if _marked(info, "warm_start", False):
             values[name] = (
                 _identity(value) if isinstance(value, BaseModel) else copy.deepcopy(value)
