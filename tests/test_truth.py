@@ -4,6 +4,7 @@ states), and its replay, resume and determinism rules."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,19 @@ def test_numbers_do_not_depend_on_parallel_and_a_killed_run_resumes(tmp_path: Pa
     # the resumed run's cost covers every chunk, those of the killed invocation included
     assert resumed["cost"]["truth_env_steps"] == first["cost"]["truth_env_steps"]
     assert resumed["cost"]["truth_seconds"] > 0
+
+
+def test_a_log_gets_a_line_per_step_of_continuations(tmp_path: Path) -> None:
+    # Late steps hold few rows, so a line per twentieth of the work would leave a log silent
+    # for hours on a long run; each step t that finishes writes one.
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=1, continuations=2, max_steps=30
+    )
+    log = io.StringIO()
+    run(settings, tmp_path, Console(file=log, width=200))
+    lines = [line for line in log.getvalue().splitlines() if ": continuations: " in line]
+    steps = len((tmp_path / JOURNAL).read_text().splitlines()) - 1  # after the header
+    assert len(lines) == steps > 20 and lines[-1].split(",")[0].endswith("(100%)")
 
 
 def test_a_journal_of_other_settings_is_refused(tmp_path: Path) -> None:

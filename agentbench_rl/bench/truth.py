@@ -623,6 +623,7 @@ def run(
             f"{settings.env} {settings.agent}: continuations",
             total=sum(jobs.values()),
             completed=sum(jobs[t] for t in chunks),
+            every=1,  # a line per step t in a log: late steps are few rows and long apart
         )
         for t in range(horizon):
             if t in chunks:
