@@ -127,7 +127,8 @@ def test_splits_are_fixed_lists_with_stable_checksums() -> None:
         ALFWorldEnv.task_ids("test")
 
 
-def _build_splits_module(script: str = "build_splits") -> Any:
+def _envs_script(script: str) -> Any:
+    """The module of ``envs/alfworld/<script>.py`` (scripts, not part of the package)."""
     path = REPO_ROOT / "envs" / "alfworld" / f"{script}.py"
     spec = importlib.util.spec_from_file_location(f"alfworld_{script}", path)
     assert spec is not None and spec.loader is not None
@@ -140,7 +141,7 @@ def _build_splits_module(script: str = "build_splits") -> Any:
 def test_shipped_manifests_equal_build_splits_output(
     shared_data_dir: Path, alfworld_data: Path
 ) -> None:
-    build = _build_splits_module()
+    build = _envs_script("build_splits")
     package_dir = REPO_ROOT / "agentbench_rl" / "envs" / "alfworld"
     from_tsv = build.manifests_from_records(
         build.records_from_tsv(shared_data_dir / "alfworld" / "MANIFEST.tsv")
@@ -158,7 +159,7 @@ def test_the_shipped_demo_split_plays_with_no_data(tmp_path: Path) -> None:
     """Six games of our own ship in the package (one per task type), written by build_demo.py
     (the shipped files equal its output, and none is one of ALFWorld's); the env plays them with
     an empty data folder and the expert wins each."""
-    build = _build_splits_module("build_demo")
+    build = _envs_script("build_demo")
     assert build.main(["--check"]) == 0
     assert doctest.testmod(build).failed == 0
     demo = load_manifest("demo")

@@ -78,11 +78,12 @@ def behaviour_cloning(
     model = policy.model
     device = policy.device
     prompts = [policy.encode_prompt(row.prompt) for row in rows]
-    targets = [target_ids(policy, row.action) for row in rows]
     by_choice = config.loss == "choice"
     if by_choice:
         choices = [[policy.encode_choice(a) for a in row.choices] for row in rows]
         chosen = [_chosen(row) for row in rows]
+    else:
+        targets = [target_ids(policy, row.action) for row in rows]
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate)
     generator = torch.Generator().manual_seed(seed_from(seed, "bc") % 2**63)
     steps_per_epoch = (len(rows) + config.batch_size - 1) // config.batch_size
@@ -94,7 +95,8 @@ def behaviour_cloning(
         losses = []
         for step in range(steps_per_epoch):
             batch = order[step * config.batch_size : (step + 1) * config.batch_size]
-            tokens = len(batch) if by_choice else sum(len(targets[i]) for i in batch)
+            # the loss is a mean over the batch's rows (choice) or answer tokens (tokens)
+            count = len(batch) if by_choice else sum(len(targets[i]) for i in batch)
             optimizer.zero_grad()
             batch_loss = 0.0
             for start in range(0, len(batch), forward_batch_size):
@@ -108,11 +110,11 @@ def behaviour_cloning(
                         [chosen[i] for i in chunk],
                         policy.pad_id,
                     )
-                    loss = -logprobs.sum() / tokens
+                    loss = -logprobs.sum() / count
                 else:
                     packed = pack(chunk_prompts, [targets[i] for i in chunk], policy.pad_id, device)
                     logprobs, _ = response_logprobs(model, packed)
-                    loss = -(logprobs * packed.response_mask).sum() / tokens
+                    loss = -(logprobs * packed.response_mask).sum() / count
                 loss.backward()
                 batch_loss += float(loss.detach())
             optimizer.step()

@@ -462,6 +462,11 @@ def _marked(info: FieldInfo, mark: str, default: bool) -> bool:
     return bool(extra.get(mark, default))
 
 
+def _left_out_at_default(info: FieldInfo, value: Any) -> bool:
+    """An :data:`ADDED_LATER` setting at its default: the identity leaves it out."""
+    return not _marked(info, "identity_at_default", True) and value == info.default
+
+
 def _identity(model: BaseModel) -> dict[str, Any]:
     """Every field of ``model`` but the run options (and :data:`ADDED_LATER` ones at their
     default), sections by the same rule."""
@@ -470,7 +475,7 @@ def _identity(model: BaseModel) -> dict[str, Any]:
         for name, info in type(model).model_fields.items()
         if _marked(info, "changes_numbers", True)
         for value in (getattr(model, name),)
-        if _marked(info, "identity_at_default", True) or value != info.default
+        if not _left_out_at_default(info, value)
     }
 
 
@@ -480,7 +485,7 @@ def _warm_start(model: BaseModel) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, info in type(model).model_fields.items():
         value = getattr(model, name)
-        if not _marked(info, "identity_at_default", True) and value == info.default:
+        if _left_out_at_default(info, value):
             continue
         if _marked(info, "warm_start", False):
             values[name] = (

@@ -293,31 +293,32 @@ class DemoGame:
         """The game's PDDL problem: one location per receptacle (the agent starts at a location
         of its own), every object type placeable on every receptacle type of the room."""
         numbered_items = _numbered([item.kind for item in self.items])
-        receptacles = [r.name for r in self.receptacles]
+        # each receptacle at a location of its own, by kind (one receptacle of a kind per room)
+        location = {r.kind: f"loc_bar_{n}" for n, r in enumerate(self.receptacles, start=1)}
+        name_of = {r.kind: r.name for r in self.receptacles}
         kinds = sorted({r.kind for r in self.receptacles} | {"SinkBasin", "Microwave", "Fridge"})
         otypes = sorted({item.kind for item in self.items})
         objects = [
             "agent1 - agent",
             "loc_bar_0 - location",
-            *(f"loc_bar_{n} - location" for n in range(1, len(receptacles) + 1)),
-            *(f"{name} - receptacle" for name in receptacles),
+            *(f"{place} - location" for place in location.values()),
+            *(f"{name} - receptacle" for name in name_of.values()),
             *(f"{name} - object" for name in numbered_items),
             *(f"{kind}Type - rtype" for kind in kinds),
             *(f"{kind}Type - otype" for kind in otypes),
         ]
         init = ["(atLocation agent1 loc_bar_0)"]
-        where = {r.kind: n for n, r in enumerate(self.receptacles, start=1)}
-        names = {r.kind: r.name for r in self.receptacles}
-        for receptacle, name in zip(self.receptacles, receptacles, strict=True):
-            init.append(f"(receptacleAtLocation {name} loc_bar_{where[receptacle.kind]})")
+        for receptacle in self.receptacles:
+            name = receptacle.name
+            init.append(f"(receptacleAtLocation {name} {location[receptacle.kind]})")
             init.append(f"(receptacleType {name} {receptacle.kind}Type)")
             if receptacle.openable:
                 init.append(f"(openable {name})")
             init.extend(f"(canContain {receptacle.kind}Type {kind}Type)" for kind in otypes)
         for item, name in zip(self.items, numbered_items, strict=True):
             init.append(f"(objectType {name} {item.kind}Type)")
-            init.append(f"(inReceptacle {name} {names[item.place]})")
-            init.append(f"(objectAtLocation {name} loc_bar_{where[item.place]})")
+            init.append(f"(inReceptacle {name} {name_of[item.place]})")
+            init.append(f"(objectAtLocation {name} {location[item.place]})")
             init.append(f"(pickupable {name})")
             init.extend(f"({ability} {name})" for ability in item.abilities)
         lines = [
