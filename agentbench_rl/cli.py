@@ -889,6 +889,24 @@ def bench_engines(
     run_engines(console_for(), model, env, rows, max_new_tokens, repeats)
 
 
+@bench_app.command("choices")
+def bench_choices(
+    model: Annotated[
+        Path | None, typer.Option(help="A saved policy folder (default: the tiny model).")
+    ] = None,
+    env: Annotated[str, typer.Option(help="Env whose test tasks give the prompts.")] = "textcraft",
+    rows: Annotated[int, typer.Option(min=1, help="Prompts in the batch.")] = 64,
+    repeats: Annotated[int, typer.Option(min=1, help="Alternating runs of each way.")] = 3,
+) -> None:
+    """Choose mode's scoring on the CPU: one row at a time against a padded batch (needs the
+    train extra)."""
+
+    require("train", "bench choices")
+    from agentbench_rl.bench.choices import run as run_choices
+
+    run_choices(console_for(), model, env, rows, repeats)
+
+
 @bench_app.command("bipace-epsilon")
 def bench_bipace_epsilon(
     config: Annotated[Path | None, typer.Option(help="YAML config or sweep file.")] = None,

@@ -1,6 +1,8 @@
-"""The BiPACE-vs-GiGPO cost benchmark runs and reports consistent parts."""
+"""The cost benchmarks run and report consistent parts: BiPACE against GiGPO, choice scoring."""
 
 from __future__ import annotations
+
+import io
 
 import pytest
 
@@ -40,3 +42,17 @@ def test_candidate_cost_parts_add_up(candidate: str) -> None:
     extra += results["estimator_candidate_s"] - results["estimator_base_s"]
     assert results["candidate_extra_s"] == pytest.approx(extra)
     assert results["candidate_extra_percent"] == pytest.approx(100 * extra / base)
+
+
+def test_choice_scoring_bench_times_three_ways_that_agree() -> None:
+    from rich.console import Console
+
+    from agentbench_rl.bench.choices import run
+
+    figures = run(Console(file=io.StringIO()), env="sokoban", rows=6, repeats=1)
+    ways = ("equal-length groups", "one padded batch", "one row at a time")
+    assert all(figures[way] > 0 for way in ways)
+    assert figures["speedup_over_batch"] == pytest.approx(
+        figures["one padded batch"] / figures["equal-length groups"]
+    )
+    assert figures["max_score_difference"] < 1e-4  # the same scores, however batched

@@ -18,8 +18,10 @@ from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
     choice_logprobs,
+    equal_length_groups,
     pack,
     response_logprobs,
+    score_choices,
 )
 from agentbench_rl.models.tiny import TinyModelConfig, build_tiny, build_tokenizer  # noqa: E402
 from agentbench_rl.prompting import PromptConfig, build_prompt  # noqa: E402
@@ -108,6 +110,35 @@ def test_choose_scores_match_a_full_forward_and_hidden_is_the_prompt_forwards(
         states = model(input_ids=ids, output_hidden_states=True).hidden_states
     assert out.hidden is not None and out.hidden.shape == (3, SMALL.hidden_size)
     assert np.allclose(out.hidden[0], states[-1][0, -1].numpy(), atol=1e-5)
+
+
+def test_cpu_scores_prompts_of_unequal_lengths_as_each_alone(tiny: tuple[Any, Any]) -> None:
+    """On the CPU rows go in groups of equal length; every score and hidden state is still the row's
+    own (a separate plain forward each), pairs in row order, each row's in action order."""
+    policy = make_policy(tiny)
+    base = policy.encode_prompt(sokoban_prompts(1)[0])
+    lengths = [40, 300, 40, 900, 300]
+    prompt_ids = [(base * 20)[:length] for length in lengths]
+    admissible = [MOVES, ["left"], MOVES[:3], MOVES[1:], MOVES[:2]]
+    assert equal_length_groups(lengths) == [[0, 2], [1, 4], [3]]  # the path under test
+    choices = [[policy.encode_choice(a) for a in actions] for actions in admissible]
+    with torch.no_grad():
+        scored = score_choices(policy.model, prompt_ids, choices, policy.pad_id, 1.0, True)
+    expected_rows = [row for row, actions in enumerate(admissible) for _ in actions]
+    assert scored.pair_rows.tolist() == expected_rows
+    assert scored.pair_columns.tolist() == [
+        k for actions in admissible for k in range(len(actions))
+    ]
+    expected = [
+        s for row in range(5) for s in full_forward_scores(policy, prompt_ids[row], admissible[row])
+    ]
+    np.testing.assert_allclose(scored.scores.numpy(), expected, atol=1e-4)
+    assert scored.last_prompt_hidden is not None
+    for row, ids in enumerate(prompt_ids):
+        with torch.no_grad():
+            states = policy.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        for layer, state in zip(scored.last_prompt_hidden, states.hidden_states, strict=True):
+            np.testing.assert_allclose(layer[row].numpy(), state[0, -1].numpy(), atol=1e-5)
 
 
 def full_forward_scores(

@@ -17,10 +17,13 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from agentbench_rl.prompting import ActionMode
 
 
 def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
@@ -37,7 +40,9 @@ def _prompts(env_name: str, rows: int, prompt: Any) -> list[str]:
     return texts
 
 
-def _policy(model: Path | None) -> Any:
+def bench_policy(model: Path | None, mode: ActionMode = "generate") -> Any:
+    """A saved policy folder (what ``hf:`` loads) on the CPU in ``mode``, or the ``tiny``
+    policy built on the spot."""
     from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.models.policy import Policy, load_saved_policy
     from agentbench_rl.models.tiny import TinyModelConfig, build_tiny
@@ -45,8 +50,8 @@ def _policy(model: Path | None) -> Any:
     from agentbench_rl.rollout.scripted import tokenizer_texts
 
     if model is not None:
-        return load_saved_policy(str(model), {"mode": "generate", "device": "cpu"})
-    prompt = PromptConfig(mode="generate", history_observations=False)
+        return load_saved_policy(str(model), {"mode": mode, "device": "cpu"})
+    prompt = PromptConfig(mode=mode, history_observations=False)
     tiny = TinyModelConfig(tokenizer_episodes=20)
     texts = tokenizer_texts(
         EnvSpec(name="sokoban", split="train"), prompt, tiny.tokenizer_episodes, 0
@@ -69,7 +74,7 @@ def run(
     from agentbench_rl.models.vllm_engine import EngineSettings, VLLMActor
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    policy = _policy(model)
+    policy = bench_policy(model)
     policy.max_new_tokens = max_new_tokens  # a saved policy's own length too
     prompts = _prompts(env, rows, policy.prompt)
     admissible = [["up"]] * rows

@@ -249,13 +249,58 @@ class ChoiceScores:
         pair_rows: (pairs,) the row of each (row, continuation) pair, rows in order.
         pair_columns: (pairs,) the continuation's index within its row.
         scores: (pairs,) the continuation's summed token log-probs (logits / temperature).
-        hidden_states: the prompt forward's hidden states, when asked for.
+        last_prompt_hidden: when asked for, per layer (embeddings first) the hidden state of
+            each row's last prompt token, (rows, hidden).
     """
 
     pair_rows: torch.Tensor
     pair_columns: torch.Tensor
     scores: torch.Tensor
-    hidden_states: Sequence[torch.Tensor] | None
+    last_prompt_hidden: tuple[torch.Tensor, ...] | None
+
+    @classmethod
+    def of_groups(
+        cls, parts: Sequence[ChoiceScores], groups: Sequence[Sequence[int]]
+    ) -> ChoiceScores:
+        """One batch from the scores of its row groups (``parts[k]`` scored the rows
+        ``groups[k]``, in that order): pairs back in row order, each row's in action order."""
+        device = parts[0].scores.device
+        rows = torch.cat(
+            [
+                torch.tensor(group, dtype=torch.long, device=device)[part.pair_rows]
+                for part, group in zip(parts, groups, strict=True)
+            ]
+        )
+        columns = torch.cat([part.pair_columns for part in parts])
+        order = torch.argsort(rows * (int(columns.max()) + 1) + columns)
+        hidden = None
+        if all(part.last_prompt_hidden is not None for part in parts):
+            placed = [row for group in groups for row in group]
+            back = torch.argsort(torch.tensor(placed, dtype=torch.long, device=device))
+            layers = zip(*(part.last_prompt_hidden or () for part in parts), strict=True)
+            hidden = tuple(torch.cat(layer)[back] for layer in layers)
+        scores = torch.cat([part.scores for part in parts])
+        return cls(rows[order], columns[order], scores[order], hidden)
+
+
+# On the CPU rows are scored in groups of equal prompt length. A padded batch makes every row
+# attend over its longest prompt, through SDPA's masked path, and copies that padding into each
+# (row, action) pair's cache; a group without padding takes the causal kernel. Against one
+# batch (``bench choices``): 3.5x faster on TextCraft's prompts (75 to 884 tokens), 3.4x on
+# WebShop's (up to 2,048), 1.2x on Sokoban's (three lengths), where single rows are 2.8x slower;
+# buckets of lengths within 1.25x (padded, so masked) were slower than groups on all three. On
+# an accelerator the batch stays whole: there a forward costs its launch more than its positions.
+def equal_length_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Row indices grouped by equal length, shortest first.
+
+    Example:
+        >>> equal_length_groups([90, 10, 90, 100, 10])
+        [[1, 4], [0, 2], [3]]
+    """
+    groups: dict[int, list[int]] = {}
+    for row, length in enumerate(lengths):
+        groups.setdefault(length, []).append(row)
+    return [groups[length] for length in sorted(groups)]
 
 
 def score_choices(
@@ -268,10 +313,38 @@ def score_choices(
 ) -> ChoiceScores:
     """Score each row's continuations: the prompts go through the model once (left-padded), the
     key/value cache is copied per (row, continuation) pair, and the continuations run in one
-    more forward. Differentiable (no ``no_grad`` here): training and acting share it."""
+    more forward (on the CPU, per group of equal prompt length: :func:`equal_length_groups`).
+    Differentiable (no ``no_grad`` here): training and acting share it.
+    """
     for row, options in enumerate(choices):
         if not options:
             raise ValueError(f"choose mode: row {row} has no admissible actions")
+    if next(model.parameters()).device.type != "cpu":
+        return score_padded_batch(model, prompt_ids, choices, pad_id, temperature, capture_hidden)
+    groups = equal_length_groups([len(ids) for ids in prompt_ids])
+    parts = [
+        score_padded_batch(
+            model,
+            [prompt_ids[row] for row in group],
+            [choices[row] for row in group],
+            pad_id,
+            temperature,
+            capture_hidden,
+        )
+        for group in groups
+    ]
+    return ChoiceScores.of_groups(parts, groups)
+
+
+def score_padded_batch(
+    model: Any,
+    prompt_ids: Sequence[Sequence[int]],
+    choices: Sequence[Sequence[Sequence[int]]],
+    pad_id: int,
+    temperature: float,
+    capture_hidden: bool,
+) -> ChoiceScores:
+    """:func:`score_choices` on one left-padded batch of rows, whatever the device."""
     device = next(model.parameters()).device
     input_ids, prompt_mask, positions = left_pad(prompt_ids, pad_id, device)
     images = vision_inputs(model, input_ids, prompt_mask, *stack_images(prompt_ids))
@@ -319,7 +392,8 @@ def score_choices(
         index,
         torch.tensor(pair_columns, dtype=torch.long, device=device),
         token_logprobs.sum(dim=1),
-        first.hidden_states if capture_hidden else None,
+        # left-padded: the last column is every row's last prompt token
+        tuple(layer[:, -1, :] for layer in first.hidden_states) if capture_hidden else None,
     )
 
 
@@ -516,10 +590,11 @@ class Policy:
             chosen=_joined([o.chosen for o in outputs]),
         )
 
-    def _hidden_at_last_prompt_token(self, hidden_states: Sequence[torch.Tensor]) -> np.ndarray:
-        # Prompts are left-padded: the last column is every row's last prompt token.
-        layer = hidden_states[len(hidden_states) - self.hidden_layer]
-        return layer[:, -1, :].float().cpu().numpy().astype(np.float32)
+    def _hidden_at_layer(self, last_prompt_hidden: Sequence[torch.Tensor]) -> np.ndarray:
+        """BiPACE's vectors: ``hidden_layer``'s (counted from the top) of each row's last
+        prompt token, given every layer's (rows, hidden)."""
+        layer = last_prompt_hidden[len(last_prompt_hidden) - self.hidden_layer]
+        return layer.float().cpu().numpy().astype(np.float32)
 
     def _choose(
         self,
@@ -550,8 +625,8 @@ class Policy:
             chosen.append(pick)
             offset += len(actions)
         hidden = None
-        if capture_hidden and scored.hidden_states is not None:
-            hidden = self._hidden_at_last_prompt_token(scored.hidden_states)
+        if capture_hidden and scored.last_prompt_hidden is not None:
+            hidden = self._hidden_at_layer(scored.last_prompt_hidden)
         return ActOutput(
             responses,
             prompt_ids,
@@ -624,7 +699,8 @@ class Policy:
             ok.append(format_ok(text))
         hidden = None
         if capture_hidden:
-            hidden = self._hidden_at_last_prompt_token(output.hidden_states[0])
+            # left-padded: the last column is every row's last prompt token
+            hidden = self._hidden_at_layer([layer[:, -1, :] for layer in output.hidden_states[0]])
         return ActOutput(responses, prompt_ids, response_ids, logprobs, hidden, ok)
 
     # ------------------------------------------------------------------ files
