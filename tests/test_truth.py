@@ -103,24 +103,68 @@ def test_numbers_do_not_depend_on_parallel_and_a_killed_run_resumes(tmp_path: Pa
     settings = TruthSettings(
         env="sokoban", agent="random", tasks=2, group_size=2, continuations=4, max_steps=5
     )
-    first = run(settings, tmp_path / "a", QUIET, parallel=64)
+    first = run(settings, tmp_path / "a", QUIET, parallel=3)  # pieces of three jobs
     journal = tmp_path / "a" / JOURNAL
     lines = journal.read_text().splitlines(keepends=True)
-    journal.write_text("".join(lines[:3]) + lines[3][:10])  # two chunks done, one torn
-    resumed = run(settings, tmp_path / "a", QUIET, parallel=3)
-    narrow = run(settings, tmp_path / "b", QUIET, parallel=1)
-    for other in (resumed, narrow):
+    # killed inside step 0 (4 trajectories x 4 = 16 jobs): two pieces journaled, one torn
+    journal.write_text("".join(lines[:3]) + lines[3][:10])
+    resumed = run(settings, tmp_path / "a", QUIET, parallel=5)
+    whole = run(settings, tmp_path / "b", QUIET, parallel=64)
+    narrow = run(settings, tmp_path / "c", QUIET, parallel=1)
+    for other in (resumed, whole, narrow):
         assert other["rows"] == first["rows"]
         assert json.dumps(other["results"]) == json.dumps(first["results"])  # NaN as NaN
-    assert len(journal.read_text().splitlines()) == len(lines)  # nothing counted twice
-    # the resumed run's cost covers every chunk, those of the killed invocation included
+    pieces = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+    assert [piece["first_job"] for piece in pieces if piece["t"] == 0] == [0, 3, 6, 11]
+    # nothing counted twice: each step's journal holds its jobs once, as the whole run's does
+    whole_pieces = [
+        json.loads(line) for line in (tmp_path / "b" / JOURNAL).read_text().splitlines()[1:]
+    ]
+    jobs = {piece["t"]: len(piece["returns"]) for piece in whole_pieces}
+    resumed_jobs: dict[int, int] = {}
+    for piece in pieces:
+        resumed_jobs[piece["t"]] = resumed_jobs.get(piece["t"], 0) + len(piece["returns"])
+    assert resumed_jobs == jobs and jobs[0] == 16
+    # the resumed run's cost covers every piece, those of the killed invocation included
     assert resumed["cost"]["truth_env_steps"] == first["cost"]["truth_env_steps"]
     assert resumed["cost"]["truth_seconds"] > 0
 
 
-def test_a_log_gets_a_line_per_step_of_continuations(tmp_path: Path) -> None:
+def test_a_journal_of_whole_steps_resumes(tmp_path: Path) -> None:
+    """Journals from before pieces hold one line per step t, returns keyed by trajectory (the
+    committed fidelity runs' journals): they resume and score as their pieces do."""
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=2, group_size=2, continuations=3, max_steps=4
+    )
+    first = run(settings, tmp_path, QUIET, parallel=2)
+    journal = tmp_path / JOURNAL
+    header, *pieces = [json.loads(line) for line in journal.read_text().splitlines()]
+    steps: dict[int, dict[str, Any]] = {}
+    for piece in pieces:
+        step = steps.setdefault(piece["t"], {"t": piece["t"], "returns": [], "env_steps": 0})
+        step["returns"] += piece["returns"]
+        step["env_steps"] += piece["env_steps"]
+    batch = play_batch(
+        settings, [settings.env_spec().make() for _ in range(4)], policy("random", 4)
+    )
+    for t, step in steps.items():  # jobs run trajectory by trajectory, K each
+        longer = [tr.traj for tr in batch.trajectories if len(tr.rewards) > t]
+        values = step["returns"]
+        assert len(values) == settings.continuations * len(longer)
+        step["returns"] = {
+            traj: values[i * settings.continuations : (i + 1) * settings.continuations]
+            for i, traj in enumerate(longer)
+        }
+    written = [header, *steps.values()]
+    journal.write_text("".join(json.dumps(line) + "\n" for line in written))
+    again = run(settings, tmp_path, QUIET, parallel=2)
+    assert json.dumps(again["results"]) == json.dumps(first["results"])
+    assert len(journal.read_text().splitlines()) == len(written)  # nothing played again
+
+
+def test_a_log_gets_a_line_per_piece_of_continuations(tmp_path: Path) -> None:
     # Late steps hold few rows, so a line per twentieth of the work would leave a log silent
-    # for hours on a long run; each step t that finishes writes one.
+    # for hours on a long run; each journaled piece writes one.
     settings = TruthSettings(
         env="sokoban", agent="random", tasks=1, group_size=1, continuations=2, max_steps=30
     )
@@ -193,6 +237,23 @@ def test_a_journal_of_other_weights_is_refused(tmp_path: Path) -> None:
     save_policy(1)
     with pytest.raises(ValueError, match="other weights"):
         run(settings, tmp_path / "out", QUIET)
+
+
+def test_a_journal_of_another_batch_is_refused(tmp_path: Path) -> None:
+    """Same settings and weights but other trajectories (a policy whose scores moved with the
+    code can draw other actions at the same seeds): the journal's returns are not this batch's."""
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=3
+    )
+    run(settings, tmp_path, QUIET)
+    journal = tmp_path / JOURNAL
+    header, *rest = journal.read_text().splitlines(keepends=True)
+    played = json.loads(header)
+    assert len(played["batch"]) == 32
+    played["batch"] = "0" * 32
+    journal.write_text(json.dumps(played) + "\n" + "".join(rest))
+    with pytest.raises(ValueError, match="another batch"):
+        run(settings, tmp_path, QUIET)
 
 
 def test_categories_draw_the_batch_from_those_tasks_only(tmp_path: Path) -> None:
@@ -269,7 +330,7 @@ def test_results_carry_their_settings(tmp_path: Path) -> None:
 def test_a_replay_that_reaches_another_state_is_an_error() -> None:
     import dataclasses
 
-    from agentbench_rl.bench.truth import PlayedBatch, continuation_returns
+    from agentbench_rl.bench.truth import PlayedBatch, continuation_jobs, continuation_returns
 
     settings = TruthSettings(
         env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=4
@@ -277,10 +338,12 @@ def test_a_replay_that_reaches_another_state_is_an_error() -> None:
     envs = [settings.env_spec().make() for _ in range(4)]
     agent = policy("random", 4)
     batch = play_batch(settings, envs, agent)
-    assert continuation_returns(settings, batch, 1, envs, agent)[1] > 0  # the true states pass
+    jobs = continuation_jobs(settings, batch, 1)[:4]
+    assert continuation_returns(settings, jobs, 1, envs, agent)[1] > 0  # the true states pass
     wrong = [
         dataclasses.replace(trajectory, states=("elsewhere",) * len(trajectory.states))
         for trajectory in batch.trajectories
     ]
+    wrong_jobs = continuation_jobs(settings, PlayedBatch(batch.records, wrong), 1)[:4]
     with pytest.raises(RuntimeError, match="state_hash differs"):
-        continuation_returns(settings, PlayedBatch(batch.records, wrong), 1, envs, agent)
+        continuation_returns(settings, wrong_jobs, 1, envs, agent)

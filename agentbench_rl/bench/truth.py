@@ -33,10 +33,12 @@ policy that produced a batch can be estimated by playing that policy on from eac
    bootstrap interval over tasks; and the same broken down by category, by half of the
    trajectory (early: t < T/2) and by the trajectory's success.
 
-The continuations of one prefix length t are one chunk, journaled when done
-(``continuations.jsonl`` in the output folder): a killed run resumes at the next chunk, and the
-numbers do not depend on ``--parallel`` (how many episodes are stepped at once) since every
-episode's draws are fixed by its seeds.
+The continuations from step t are jobs (trajectory, k), in trajectory then k order; each
+``--parallel`` of them played at once are one piece, journaled when done
+(``continuations.jsonl`` in the output folder), so a killed run loses at most the piece it was
+playing, and resumes with the job after the last journaled one, whatever its own ``--parallel``.
+The numbers do not depend on ``--parallel``: every episode's draws are fixed by its seeds (an
+``hf:`` policy's scores to float rounding, which its batch's grouping can move).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ from agentbench_rl.bench.credit.sets import CreditSet, write_set
 from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch, StepRecord
-from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.core.hashing import seed_from, tuple_hash
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
@@ -137,7 +139,7 @@ def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> i
 
 def policy(spec: str, rows: int) -> BatchAgent:
     """The policy for up to ``rows`` episodes at once: one batched agent, or one agent per row.
-    Made once per run (a model loads once) and told each chunk's episodes anew, which reseeds
+    Made once per run (a model loads once) and told each piece's episodes anew, which reseeds
     every agent here."""
     agent = load_agent(spec)
     if isinstance(agent, BatchAgent):
@@ -173,6 +175,16 @@ class PlayedBatch:
 
     records: list[StepRecord]
     trajectories: list[Trajectory]
+
+    def fingerprint(self) -> str:
+        """What the continuations replay, hashed: every trajectory's states, actions and
+        rewards. A journal's continuations belong to this batch only."""
+        return tuple_hash(
+            [
+                [tr.traj, list(tr.states), list(tr.actions), list(tr.rewards)]
+                for tr in self.trajectories
+            ]
+        )
 
 
 def play_batch(
@@ -218,7 +230,7 @@ def play_batch(
 
 @dataclass(frozen=True)
 class Switch:
-    """Where a continuation chunk hands over from replay to fresh draws: at step ``t``, each row
+    """Where a piece of continuations hands over from replay to fresh draws: at step ``t``, each row
     ``i`` must stand in state ``states[i]`` and its agent is reseeded with ``seeds[i]``; before
     it, row ``i`` must act ``actions[i][u]`` at step u."""
 
@@ -298,53 +310,51 @@ def discounted_return(rewards: Sequence[float], gamma: float) -> float:
     return total
 
 
-def continuation_returns(
-    settings: TruthSettings,
-    batch: PlayedBatch,
-    t: int,
-    envs: Sequence[TextAgentEnv[Any]],
-    agent: BatchAgent,
-) -> tuple[dict[str, list[float]], int]:
-    """The K returns from step ``t`` (equation 1) of every trajectory longer than t, and the
-    env steps they took (replays included)."""
-    jobs = [
+Job = tuple[Trajectory, int]  # a continuation from step t: (the trajectory, k)
+
+
+def continuation_jobs(settings: TruthSettings, batch: PlayedBatch, t: int) -> list[Job]:
+    """The continuations from step ``t``, in journal order: K for every trajectory longer
+    than t."""
+    return [
         (trajectory, k)
         for trajectory in batch.trajectories
         if len(trajectory.rewards) > t
         for k in range(settings.continuations)
     ]
-    returns: dict[str, list[float]] = {}
-    steps = 0
-    for start in range(0, len(jobs), len(envs)):
-        chunk = jobs[start : start + len(envs)]
-        slots = [
-            EpisodeSlot(trajectory.task_id, trajectory.reset_seed, trajectory.traj, f"{i}")
-            for i, (trajectory, _) in enumerate(chunk)
-        ]
-        switch = Switch(
-            t=t,
-            states=[trajectory.states[t] for trajectory, _ in chunk],
-            actions=[trajectory.actions for trajectory, _ in chunk],
-            seeds=[
-                continuation_seed(settings.seed, trajectory.task_id, trajectory.member, t, k)
-                for trajectory, k in chunk
-            ],
-        )
-        agent_seeds = [
-            member_seed(settings.seed, trajectory.task_id, trajectory.member)
-            for trajectory, _ in chunk
-        ]
-        lock = _play(agent, envs[: len(chunk)], slots, agent_seeds, switch)
-        steps += len(lock.rows)
-        rewards: list[list[float]] = [[] for _ in chunk]
-        for record in lock.records:
-            if record["t"] >= t:
-                rewards[int(record["traj"])].append(float(record["reward"]))
-        for (trajectory, _), episode_rewards in zip(chunk, rewards, strict=True):
-            returns.setdefault(trajectory.traj, []).append(
-                discounted_return(episode_rewards, settings.gamma)
-            )
-    return returns, steps
+
+
+def continuation_returns(
+    settings: TruthSettings,
+    jobs: Sequence[Job],
+    t: int,
+    envs: Sequence[TextAgentEnv[Any]],
+    agent: BatchAgent,
+) -> tuple[list[float], int]:
+    """The return from step ``t`` (equation 1) of each job, played at once (one env each),
+    and the env steps they took (replays included)."""
+    slots = [
+        EpisodeSlot(trajectory.task_id, trajectory.reset_seed, trajectory.traj, f"{i}")
+        for i, (trajectory, _) in enumerate(jobs)
+    ]
+    switch = Switch(
+        t=t,
+        states=[trajectory.states[t] for trajectory, _ in jobs],
+        actions=[trajectory.actions for trajectory, _ in jobs],
+        seeds=[
+            continuation_seed(settings.seed, trajectory.task_id, trajectory.member, t, k)
+            for trajectory, k in jobs
+        ],
+    )
+    agent_seeds = [
+        member_seed(settings.seed, trajectory.task_id, trajectory.member) for trajectory, _ in jobs
+    ]
+    lock = _play(agent, envs[: len(jobs)], slots, agent_seeds, switch)
+    rewards: list[list[float]] = [[] for _ in jobs]
+    for record in lock.records:
+        if record["t"] >= t:
+            rewards[int(record["traj"])].append(float(record["reward"]))
+    return [discounted_return(episode, settings.gamma) for episode in rewards], len(lock.rows)
 
 
 @dataclass(frozen=True)
@@ -521,19 +531,21 @@ def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
 
 # ------------------------------------------------------------------------------ the run
 @dataclass(frozen=True)
-class Chunk:
-    """The continuations of one prefix length, as journaled: K returns per trajectory, and
-    what they cost (env steps, wall and CPU seconds; ``None`` in journals written before the
-    seconds were kept)."""
+class Piece:
+    """Continuations from step ``t``, jobs ``first_job`` on (:func:`continuation_jobs`), as
+    journaled: one return per job and what they cost (env steps, wall and CPU seconds; ``None``
+    in journals written before the seconds were kept)."""
 
-    returns: dict[str, list[float]]
+    t: int
+    first_job: int
+    returns: list[float]
     env_steps: int
     seconds: float | None = None
     cpu_seconds: float | None = None
 
 
 def _total(seconds: list[float | None]) -> float | None:
-    """The sum, or ``None`` when a chunk's time was not journaled."""
+    """The sum, or ``None`` when a piece's time was not journaled."""
     return None if any(value is None for value in seconds) else sum(v for v in seconds if v)
 
 
@@ -544,7 +556,7 @@ def _duration(seconds: float | None) -> str:
 def _recorded(line: dict[str, Any]) -> TruthSettings | None:
     """The settings a journal's first line holds (a field added since takes its default), or
     ``None`` for a line that holds none."""
-    if "settings" not in line or not set(line) <= {"settings", "agent_weights"}:
+    if "settings" not in line or not set(line) <= {"settings", "agent_weights", "batch"}:
         return None
     try:
         return TruthSettings(**line["settings"])
@@ -552,17 +564,22 @@ def _recorded(line: dict[str, Any]) -> TruthSettings | None:
         return None
 
 
-def _read_journal(path: Path, settings: TruthSettings, weights: str | None) -> dict[int, Chunk]:
-    """The finished chunks of an earlier run of the same settings and the same weights (an
+def _read_journal(
+    path: Path, settings: TruthSettings, weights: str | None, batch: PlayedBatch
+) -> dict[int, list[Piece]]:
+    """The journaled pieces of an earlier run of the same settings, the same weights (an
     ``hf:`` agent's fingerprint: a folder retrained in place holds another policy under the same
-    spec; journals from before the field go unchecked), a torn last line cut off."""
+    spec) and the same batch (a policy whose scores moved with the code may draw other actions
+    at the same seeds), per step t in job order, a torn last line cut off; journals from before
+    a check go without it. A line of a whole step t (journals from before pieces) is its one
+    piece."""
     if not path.exists():
         return {}
     text, complete = complete_lines(path.read_bytes(), str(path))
     if complete != path.stat().st_size:
         with path.open("r+b") as handle:
             handle.truncate(complete)
-    done: dict[int, Chunk] = {}
+    pieces: dict[int, list[Piece]] = {}
     for number, line in json_lines(text, str(path)):
         if number == 1:
             if _recorded(line) != settings:
@@ -576,14 +593,46 @@ def _read_journal(path: Path, settings: TruthSettings, weights: str | None) -> d
                     f"{path} holds continuations of other weights ({settings.agent} was "
                     f"{recorded_weights}, is {weights}); use another --out or delete it"
                 )
+            if line.get("batch", batch.fingerprint()) != batch.fingerprint():
+                raise ValueError(
+                    f"{path} holds continuations of another batch (the policy played other "
+                    "trajectories at these seeds); use another --out or delete it"
+                )
             continue
-        done[int(line["t"])] = Chunk(
-            line["returns"],
-            int(line["env_steps"]),
-            line.get("seconds"),
-            line.get("cpu_seconds"),
+        t = int(line["t"])
+        returns = line["returns"]
+        if isinstance(returns, dict):  # a whole step t
+            returns = [
+                returns[trajectory.traj][k]
+                for trajectory, k in continuation_jobs(settings, batch, t)
+            ]
+        done = sum(len(piece.returns) for piece in pieces.get(t, []))
+        first_job = int(line.get("first_job", 0))
+        if first_job != done:
+            raise ValueError(
+                f"{path} line {number}: continuations from step {t} start at job {first_job}, "
+                f"but {done} are journaled before it; delete the file to start over"
+            )
+        pieces.setdefault(t, []).append(
+            Piece(
+                t,
+                first_job,
+                returns,
+                int(line["env_steps"]),
+                line.get("seconds"),
+                line.get("cpu_seconds"),
+            )
         )
-    return done
+    return pieces
+
+
+def _returns_by_trajectory(jobs: Sequence[Job], pieces: Sequence[Piece]) -> dict[str, list[float]]:
+    """The K returns of each trajectory from the pieces of one step t."""
+    returns: dict[str, list[float]] = {}
+    flat = [value for piece in pieces for value in piece.returns]
+    for (trajectory, _), value in zip(jobs, flat, strict=True):
+        returns.setdefault(trajectory.traj, []).append(value)
+    return returns
 
 
 def run(
@@ -609,51 +658,59 @@ def run(
     out.mkdir(parents=True, exist_ok=True)
     journal_path = out / JOURNAL
     weights = agent_weights_fingerprint(settings.agent)  # None but for hf: agents
-    chunks = _read_journal(journal_path, settings, weights)
+    pieces = _read_journal(journal_path, settings, weights, batch)
     horizon = max(len(trajectory.rewards) for trajectory in batch.trajectories)
-    jobs = {
-        t: sum(len(tr.rewards) > t for tr in batch.trajectories) * settings.continuations
-        for t in range(horizon)
-    }
+    jobs = {t: continuation_jobs(settings, batch, t) for t in range(horizon)}
+    done = {t: sum(len(piece.returns) for piece in pieces.get(t, [])) for t in range(horizon)}
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
-            header = {"settings": asdict(settings), "agent_weights": weights}
+            header = {
+                "settings": asdict(settings),
+                "agent_weights": weights,
+                "batch": batch.fingerprint(),
+            }
             journal.write(json.dumps(header) + "\n")
         task = bar.add_task(
             f"{settings.env} {settings.agent}: continuations",
-            total=sum(jobs.values()),
-            completed=sum(jobs[t] for t in chunks),
-            every=1,  # a line per step t in a log: late steps are few rows and long apart
+            total=sum(map(len, jobs.values())),
+            completed=sum(done.values()),
+            every=1,  # a line per piece in a log: a long run's log is never silent for hours
         )
         for t in range(horizon):
-            if t in chunks:
-                continue
-            chunk_started, chunk_cpu = time.monotonic(), time.process_time()
-            returns, env_steps = continuation_returns(settings, batch, t, envs[:parallel], agent)
-            chunks[t] = Chunk(
-                returns,
-                env_steps,
-                time.monotonic() - chunk_started,
-                time.process_time() - chunk_cpu,
-            )
-            journal.write(json.dumps({"t": t, **asdict(chunks[t])}) + "\n")
-            journal.flush()
-            os.fsync(journal.fileno())
-            bar.advance(task, jobs[t])
+            for first in range(done[t], len(jobs[t]), parallel):
+                piece_jobs = jobs[t][first : first + parallel]
+                began, cpu_began = time.monotonic(), time.process_time()
+                returns, env_steps = continuation_returns(settings, piece_jobs, t, envs, agent)
+                piece = Piece(
+                    t,
+                    first,
+                    returns,
+                    env_steps,
+                    time.monotonic() - began,
+                    time.process_time() - cpu_began,
+                )
+                pieces.setdefault(t, []).append(piece)
+                journal.write(json.dumps(asdict(piece)) + "\n")
+                journal.flush()
+                os.fsync(journal.fileno())
+                bar.advance(task, len(piece_jobs))
     for env in envs:
         env.close()
-    truth = assemble_truth(settings, batch, {t: chunk.returns for t, chunk in chunks.items()})
+    truth = assemble_truth(
+        settings, batch, {t: _returns_by_trajectory(jobs[t], pieces[t]) for t in range(horizon)}
+    )
     if export_set is not None:
         name = Path(export_set).name
         made = {**(made or {}), "agent_weights": weights}
         write_set(monte_carlo_set(name, settings, batch, truth, agent, made), export_set)
         console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
+    journaled = [piece for step in pieces.values() for piece in step]
     payload["cost"] = {
-        # the continuations' cost over every invocation (a resumed run's chunks included) ...
-        "truth_seconds": _total([chunk.seconds for chunk in chunks.values()]),
-        "truth_cpu_seconds": _total([chunk.cpu_seconds for chunk in chunks.values()]),
-        "truth_env_steps": sum(chunk.env_steps for chunk in chunks.values()),
+        # the continuations' cost over every invocation (a resumed run's pieces included) ...
+        "truth_seconds": _total([piece.seconds for piece in journaled]),
+        "truth_cpu_seconds": _total([piece.cpu_seconds for piece in journaled]),
+        "truth_env_steps": sum(piece.env_steps for piece in journaled),
         "batch_env_steps": len(batch.records),
         # ... and this invocation's whole (loading, the batch, scoring)
         "seconds": time.monotonic() - started,
