@@ -18,6 +18,7 @@ from agentbench_rl.envs.spec import EnvSpec  # noqa: E402
 from agentbench_rl.models.policy import (  # noqa: E402
     Policy,
     choice_logprobs,
+    distinct_rows,
     equal_length_groups,
     pack,
     response_logprobs,
@@ -112,15 +113,23 @@ def test_choose_scores_match_a_full_forward_and_hidden_is_the_prompt_forwards(
     assert np.allclose(out.hidden[0], states[-1][0, -1].numpy(), atol=1e-5)
 
 
-def test_cpu_scores_prompts_of_unequal_lengths_as_each_alone(tiny: tuple[Any, Any]) -> None:
-    """On the CPU rows go in groups of equal length; every score and hidden state is still the row's
-    own (a separate plain forward each), pairs in row order, each row's in action order."""
+def test_cpu_scores_prompts_of_unequal_lengths_and_repeated_rows_as_each_alone(
+    tiny: tuple[Any, Any],
+) -> None:
+    """On the CPU rows go in groups of equal length and a repeated row is scored once; every
+    score and hidden state is still the row's own (a separate plain forward each), pairs in
+    row order, each row's in action order."""
     policy = make_policy(tiny)
     base = policy.encode_prompt(sokoban_prompts(1)[0])
-    lengths = [40, 300, 40, 900, 300]
+    lengths = [40, 300, 40, 900, 300, 300, 900]
     prompt_ids = [(base * 20)[:length] for length in lengths]
-    admissible = [MOVES, ["left"], MOVES[:3], MOVES[1:], MOVES[:2]]
-    assert equal_length_groups(lengths) == [[0, 2], [1, 4], [3]]  # the path under test
+    admissible = [MOVES, ["left"], MOVES[:3], MOVES[1:], MOVES[:2], ["left"], MOVES]
+    # rows 5 and 1 repeat each other; row 6 has row 3's prompt but other actions
+    assert distinct_rows(prompt_ids, [[[len(a)]] for a in admissible]) == (
+        [0, 1, 2, 3, 4, 6],
+        [0, 1, 2, 3, 4, 1, 5],
+    )
+    assert equal_length_groups(lengths[:5]) == [[0, 2], [1, 4], [3]]  # the paths under test
     choices = [[policy.encode_choice(a) for a in actions] for actions in admissible]
     with torch.no_grad():
         scored = score_choices(policy.model, prompt_ids, choices, policy.pad_id, 1.0, True)
@@ -130,7 +139,9 @@ def test_cpu_scores_prompts_of_unequal_lengths_as_each_alone(tiny: tuple[Any, An
         k for actions in admissible for k in range(len(actions))
     ]
     expected = [
-        s for row in range(5) for s in full_forward_scores(policy, prompt_ids[row], admissible[row])
+        score
+        for row, ids in enumerate(prompt_ids)
+        for score in full_forward_scores(policy, ids, admissible[row])
     ]
     np.testing.assert_allclose(scored.scores.numpy(), expected, atol=1e-4)
     assert scored.last_prompt_hidden is not None
@@ -139,6 +150,26 @@ def test_cpu_scores_prompts_of_unequal_lengths_as_each_alone(tiny: tuple[Any, An
             states = policy.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
         for layer, state in zip(scored.last_prompt_hidden, states.hidden_states, strict=True):
             np.testing.assert_allclose(layer[row].numpy(), state[0, -1].numpy(), atol=1e-5)
+
+
+def test_a_repeated_row_gets_its_own_gradient(tiny: tuple[Any, Any]) -> None:
+    """Scored once, a repeated row still contributes its own term: the gradient of a batch with
+    a row twice is the single row's gradient doubled."""
+    policy = make_policy(tiny)
+    ids = policy.encode_prompt(sokoban_prompts(1)[0])
+    choices = [policy.encode_choice(a) for a in MOVES]
+
+    def gradient(rows: int) -> torch.Tensor:
+        policy.model.zero_grad()
+        logprobs, _ = choice_logprobs(
+            policy.model, [ids] * rows, [choices] * rows, [1] * rows, policy.pad_id
+        )
+        logprobs.sum().backward()
+        return policy.model.get_input_embeddings().weight.grad.clone()
+
+    once, twice = gradient(1), gradient(2)
+    assert once.abs().sum() > 0
+    torch.testing.assert_close(twice, 2 * once)
 
 
 def full_forward_scores(

@@ -282,6 +282,26 @@ class ChoiceScores:
         scores = torch.cat([part.scores for part in parts])
         return cls(rows[order], columns[order], scores[order], hidden)
 
+    def for_rows(self, source: Sequence[int]) -> ChoiceScores:
+        """The scores of rows that repeat these ones: row ``r`` is row ``source[r]`` here."""
+        device = self.scores.device
+        counts = torch.bincount(self.pair_rows, minlength=max(source) + 1)
+        starts = torch.cumsum(counts, 0) - counts
+        index = torch.cat(
+            [
+                torch.arange(int(starts[u]), int(starts[u] + counts[u]), device=device)
+                for u in source
+            ]
+        )
+        rows = torch.repeat_interleave(
+            torch.arange(len(source), device=device), counts[torch.tensor(source, device=device)]
+        )
+        hidden = None
+        if self.last_prompt_hidden is not None:
+            picked = torch.tensor(source, dtype=torch.long, device=device)
+            hidden = tuple(layer[picked] for layer in self.last_prompt_hidden)
+        return ChoiceScores(rows, self.pair_columns[index], self.scores[index], hidden)
+
 
 # On the CPU rows are scored in groups of equal prompt length. A padded batch makes every row
 # attend over its longest prompt, through SDPA's masked path, and copies that padding into each
@@ -303,6 +323,29 @@ def equal_length_groups(lengths: Sequence[int]) -> list[list[int]]:
     return [groups[length] for length in sorted(groups)]
 
 
+def distinct_rows(
+    prompt_ids: Sequence[Sequence[int]], choices: Sequence[Sequence[Sequence[int]]]
+) -> tuple[list[int], list[int]]:
+    """The rows to score and where every row's scores are: the first of each distinct (prompt,
+    choices), and for each row the index of its distinct row among them. A prompt that shows
+    images is never merged (its token ids do not say which images).
+
+    Example:
+        >>> distinct_rows([[1, 2], [3], [1, 2], [1, 2]], [[[5]], [[5]], [[5]], [[6]]])
+        ([0, 1, 3], [0, 1, 0, 2])
+    """
+    first: dict[Any, int] = {}
+    kept: list[int] = []
+    source: list[int] = []
+    for row, (ids, options) in enumerate(zip(prompt_ids, choices, strict=True)):
+        key: Any = row if getattr(ids, "images", None) else (tuple(ids), tuple(map(tuple, options)))
+        if key not in first:
+            first[key] = len(kept)
+            kept.append(row)
+        source.append(first[key])
+    return kept, source
+
+
 def score_choices(
     model: Any,
     prompt_ids: Sequence[Sequence[int]],
@@ -314,11 +357,23 @@ def score_choices(
     """Score each row's continuations: the prompts go through the model once (left-padded), the
     key/value cache is copied per (row, continuation) pair, and the continuations run in one
     more forward (on the CPU, per group of equal prompt length: :func:`equal_length_groups`).
+    Rows that repeat one (:func:`distinct_rows`: the K continuations of a fidelity run replay
+    the same prefix, a group's members start from the same observation) are scored once.
     Differentiable (no ``no_grad`` here): training and acting share it.
     """
     for row, options in enumerate(choices):
         if not options:
             raise ValueError(f"choose mode: row {row} has no admissible actions")
+    kept, source = distinct_rows(prompt_ids, choices)
+    if len(kept) < len(prompt_ids):
+        return score_choices(
+            model,
+            [prompt_ids[row] for row in kept],
+            [choices[row] for row in kept],
+            pad_id,
+            temperature,
+            capture_hidden,
+        ).for_rows(source)
     if next(model.parameters()).device.type != "cpu":
         return score_padded_batch(model, prompt_ids, choices, pad_id, temperature, capture_hidden)
     groups = equal_length_groups([len(ids) for ids in prompt_ids])
