@@ -58,6 +58,7 @@ def commands() -> list[str]:
 MINIMAL = {
     "bench alfworld": (["bench", "alfworld"], 2),
     "bench bipace-epsilon": (["bench", "bipace-epsilon"], 2),
+    "bench choices": (["bench", "choices"], 2),
     "bench credit": (["bench", "credit", "--estimator", "grpo", "--no-speed"], 2),  # plots
     "bench credit-set": (["bench", "credit-set", "mdp-detours", "--tasks", "2", "--out", "s"], 0),
     "bench engines": (["bench", "engines"], 2),
