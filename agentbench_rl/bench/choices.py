@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import random
 import statistics
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+
+from agentbench_rl.bench.timing import alternate
 
 if TYPE_CHECKING:
     from agentbench_rl.prompting import Prompt
@@ -82,15 +83,10 @@ def run(
         ),
         "one row at a time": one_by_one,
     }
-    seconds: dict[str, list[float]] = {name: [] for name in sides}
-    answers = {}
-    order = [name for k in range(repeats) for name in (list(sides), list(sides)[::-1])[k % 2]]
     with torch.no_grad():
-        for name in [*sides, *order]:  # one warm-up each, then the timed runs
-            began = time.perf_counter()
-            answers[name] = sides[name]()
-            seconds[name].append(time.perf_counter() - began)
-    figures = {name: statistics.median(values[1:]) for name, values in seconds.items()}
+        runs = alternate(sides, repeats)
+    figures = {name: statistics.median(s for s, _ in timed) for name, timed in runs.items()}
+    answers = {name: timed[-1][1] for name, timed in runs.items()}
     figures["speedup_over_batch"] = figures["one padded batch"] / figures["equal-length groups"]
     figures["speedup_over_rows"] = figures["one row at a time"] / figures["equal-length groups"]
     figures["max_score_difference"] = float(

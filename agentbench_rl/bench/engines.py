@@ -16,11 +16,14 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
+
+from agentbench_rl.bench.timing import alternate
 
 if TYPE_CHECKING:
     from agentbench_rl.prompting import ActionMode
@@ -82,19 +85,17 @@ def run(
     engine = VLLMActor(policy, EngineSettings(gpu_memory_utilization=0.1))
     build_s = time.perf_counter() - began
     sides = {"transformers": policy, "vllm": engine}
-    rates: dict[str, list[float]] = {name: [] for name in sides}
-    order = [
-        name
-        for k in range(repeats)
-        for name in (("transformers", "vllm"), ("vllm", "transformers"))[k % 2]
-    ]
-    for name in ["transformers", "vllm", *order]:  # one warm-up each, then the timed runs
-        began = time.perf_counter()
-        out = sides[name].act(prompts, admissible, torch.Generator().manual_seed(0))
-        elapsed = time.perf_counter() - began
-        tokens = sum(len(ids) for ids in out.response_ids)
-        rates[name].append(tokens / elapsed)
-    figures = {name: statistics.median(values[1:]) for name, values in rates.items()}
+
+    def answering(side: Any) -> Callable[[], Any]:  # a fresh generator per run: the same draws
+        return lambda: side.act(prompts, admissible, torch.Generator().manual_seed(0))
+
+    runs = alternate({name: answering(side) for name, side in sides.items()}, repeats)
+    figures = {
+        name: statistics.median(
+            sum(len(ids) for ids in out.response_ids) / seconds for seconds, out in timed
+        )
+        for name, timed in runs.items()
+    }
     figures["ratio"] = figures["vllm"] / figures["transformers"]
     figures["vllm_build_s"] = build_s
     table = Table(title=f"{rows} prompts x {max_new_tokens} tokens, {env}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -364,30 +364,19 @@ def score_choices(
     for row, options in enumerate(choices):
         if not options:
             raise ValueError(f"choose mode: row {row} has no admissible actions")
+
+    def scored(rows: Sequence[int], scorer: Callable[..., ChoiceScores]) -> ChoiceScores:
+        """``scorer`` on these rows only."""
+        picked = [prompt_ids[row] for row in rows], [choices[row] for row in rows]
+        return scorer(model, *picked, pad_id, temperature, capture_hidden)
+
     kept, source = distinct_rows(prompt_ids, choices)
     if len(kept) < len(prompt_ids):
-        return score_choices(
-            model,
-            [prompt_ids[row] for row in kept],
-            [choices[row] for row in kept],
-            pad_id,
-            temperature,
-            capture_hidden,
-        ).for_rows(source)
+        return scored(kept, score_choices).for_rows(source)
     if next(model.parameters()).device.type != "cpu":
         return score_padded_batch(model, prompt_ids, choices, pad_id, temperature, capture_hidden)
     groups = equal_length_groups([len(ids) for ids in prompt_ids])
-    parts = [
-        score_padded_batch(
-            model,
-            [prompt_ids[row] for row in group],
-            [choices[row] for row in group],
-            pad_id,
-            temperature,
-            capture_hidden,
-        )
-        for group in groups
-    ]
+    parts = [scored(group, score_padded_batch) for group in groups]
     return ChoiceScores.of_groups(parts, groups)
 
 
