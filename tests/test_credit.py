@@ -230,6 +230,30 @@ def test_every_shipped_set_loads_and_the_mdp_sets_are_their_recipe() -> None:
             assert np.array_equal(again.true_advantage, credit.true_advantage), credit.name
 
 
+def test_each_shipped_credit_model_is_intact_and_is_what_its_journal_and_set_were_drawn_with() -> (
+    None
+):
+    """A credit set's model ships (training is bitwise only on the CPU that made it), so its
+    fidelity journal resumes on any machine: the weights match their record, and the journal
+    and the exported set, where they exist, name those weights."""
+    from agentbench_rl.spec.run_folder import check_start
+
+    models = sorted((REPO / "baselines" / "credit" / "models").iterdir())
+    assert models, "no shipped credit model"
+    for model in models:
+        record = check_start(model)  # raises when the weights are not the recorded ones
+        assert record is not None and record["made_on"]["cpu"], model.name
+        journal = REPO / "baselines" / "results" / "fidelity" / model.name / "continuations.jsonl"
+        if journal.is_file():
+            header = json.loads(journal.open(encoding="utf-8").readline())
+            assert header["agent_weights"] == record["weights"], journal
+            assert header["settings"]["agent"] == f"hf:baselines/credit/models/{model.name}"
+        exported = STANDARD_SETS / model.name
+        if exported.is_dir():
+            (credit,) = [c for c in read_sets(STANDARD_SETS) if c.name == model.name]
+            assert credit.made["agent_weights"] == record["weights"], model.name
+
+
 def test_the_command_line_scores_a_plain_function(tmp_path: Path) -> None:
     (tmp_path / "mine.py").write_text(
         "import numpy as np\n\ndef rewards(batch):\n    return np.asarray(batch.reward)\n",

@@ -72,9 +72,10 @@ class RunFolderError(ValueError):
     """A run folder's file breaks its rules; the message names the file and what is wrong."""
 
 
-#: A behaviour-cloning start (a folder of ``bc.cache_dir``, and the starts a campaign ships):
-#: the saved policy, its statistics (:data:`DONE_FILE`) and this record of what it is: the
-#: fingerprint of its weights and the machine that made it.
+#: A shipped policy folder (a behaviour-cloning start of ``bc.cache_dir`` and the starts a
+#: campaign ships, with its statistics in :data:`DONE_FILE`; a credit set's model) holds this
+#: record of what it is: the fingerprint of its weights and the machine that made it, since
+#: trained weights are bitwise only on the same CPU (``docs/training.md``, "Reproducibility").
 START_RECORD = "start.json"
 
 
