@@ -326,6 +326,35 @@ def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -
     assert "| gigpo | built-in |" in board and "perfect baseline" in board
 
 
+def test_the_board_ranks_a_row_scored_on_fewer_envs_after_the_rows_scored_on_all() -> None:
+    """A mean over fewer real envs is not comparable with a mean over all of them: the row
+    with the highest mean but one env missing ranks after the complete rows, its count shown."""
+    from agentbench_rl.bench.credit.bench import Report
+    from agentbench_rl.bench.credit.board import board_markdown
+    from agentbench_rl.bench.credit.score import Score
+
+    sets = [replace(tiny_set([0.0, 1.0]), name=name) for name in ("sokoban-a", "webshop-b")]
+
+    def scored(estimator: str, set_name: str, pearson: float) -> Score:
+        return Score(estimator, set_name, {"all": {"pearson": {"value": pearson}}})
+
+    report = Report(
+        sets=sets,
+        scores=[
+            scored("partial", "sokoban-a", 0.9),  # no score on webshop-b
+            scored("whole", "sokoban-a", 0.2),
+            scored("whole", "webshop-b", 0.4),
+            scored("lower", "sokoban-a", 0.1),
+            scored("lower", "webshop-b", 0.1),
+        ],
+    )
+    board = board_markdown(report, {}).splitlines()
+    names = [line.split(" | ")[1] for line in board if line.startswith("| ") and line[2].isdigit()]
+    assert names.index("whole") < names.index("lower") < names.index("partial")
+    row = next(line for line in board if "| partial |" in line)
+    assert row.endswith("| 0.90 (1 of 2) |"), row
+
+
 def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path) -> None:
     from agentbench_rl.bench.credit.reading import (
         Point,

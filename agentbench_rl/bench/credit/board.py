@@ -180,16 +180,19 @@ def _group_mean(report: Report, estimator: str, prefix: str) -> float:
 
 def board_markdown(report: Report, filed: dict[str, Path]) -> str:
     """The board: an estimator per row, its mean Pearson correlation with the truth on each
-    group of sets, sorted by the mean over the real envs' sets."""
+    group of sets, ranked by the mean over the real envs it is scored on; a row scored on
+    fewer real envs (BiPACE where a set has no hidden states) ranks after every row scored on
+    more, whatever its mean, since a mean over the easier envs alone would outrank the rest."""
     groups = [p for p in ENV_PREFIXES if any(s.name.startswith(p) for s in report.sets)]
+    real_envs = [p for p in groups if p != "mdp"]
     rows = []
     for estimator in report.estimators():
         if estimator.startswith("ceiling"):
             continue
         means = {prefix: _group_mean(report, estimator, prefix) for prefix in groups}
-        envs = [means[p] for p in groups if p != "mdp" and not math.isnan(means[p])]
-        rows.append((estimator, means, float(np.mean(envs)) if envs else math.nan))
-    rows.sort(key=lambda row: -row[2] if not math.isnan(row[2]) else math.inf)
+        scored = [means[p] for p in real_envs if not math.isnan(means[p])]
+        rows.append((estimator, means, float(np.mean(scored)) if scored else math.nan, len(scored)))
+    rows.sort(key=lambda row: (-row[3], -row[2] if row[3] else 0.0))
     lines = [
         "# Estimators board",
         "",
@@ -202,12 +205,13 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         f"`{PERFECT_BASELINE}` is a label, not an estimator: the step's own discounted return "
         "minus the true value of its prefix. Submit an estimator with `agentbench-rl "
         "leaderboard submit DIR` (a folder with `estimator.py` and `card.json`; see "
-        "docs/leaderboards.md).",
+        "docs/leaderboards.md). Rank: the mean over the real envs a row is scored on; a row "
+        "scored on fewer of them (its count shown) ranks after every row scored on more.",
         "",
         "| rank | estimator | source | " + " | ".join(groups) + " | real envs |",
         "|---" * (len(groups) + 4) + "|",
     ]
-    for rank, (estimator, means, real) in enumerate(rows, start=1):
+    for rank, (estimator, means, real, covered) in enumerate(rows, start=1):
         if estimator in filed:
             source = f"[submission]({filed[estimator].name}/)"
         elif estimator == PERFECT_BASELINE:
@@ -215,6 +219,8 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         else:
             source = "built-in"
         cells = [f"{means[p]:.2f}" if not math.isnan(means[p]) else "–" for p in groups]
-        shown = f"{real:.2f}" if not math.isnan(real) else "–"
+        shown = f"{real:.2f}" if covered else "–"
+        if 0 < covered < len(real_envs):
+            shown += f" ({covered} of {len(real_envs)})"
         lines.append(f"| {rank} | {estimator} | {source} | " + " | ".join(cells) + f" | {shown} |")
     return "\n".join(lines) + "\n"
