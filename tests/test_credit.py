@@ -250,8 +250,7 @@ def test_each_shipped_credit_model_is_intact_and_is_what_its_journal_and_set_wer
             assert header["settings"]["agent"] == f"hf:baselines/credit/models/{model.name}"
         exported = STANDARD_SETS / model.name
         if exported.is_dir():
-            (credit,) = [c for c in read_sets(STANDARD_SETS) if c.name == model.name]
-            assert credit.made["agent_weights"] == record["weights"], model.name
+            assert read_set(exported).made["agent_weights"] == record["weights"], model.name
 
 
 def test_the_command_line_scores_a_plain_function(tmp_path: Path) -> None:
