@@ -162,6 +162,38 @@ def test_a_journal_of_whole_steps_resumes(tmp_path: Path) -> None:
     assert len(journal.read_text().splitlines()) == len(written)  # nothing played again
 
 
+def test_each_piece_records_the_machine_that_played_it(tmp_path: Path) -> None:
+    """A journal resumes on another machine (the credit sets' did), and a model's scores are
+    bitwise only on one CPU: every piece says where it was played, and the results count the
+    continuations per machine, pieces journaled before machines were kept included."""
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=2, group_size=2, continuations=3, max_steps=4
+    )
+    first = run(settings, tmp_path, QUIET, parallel=4)
+    journal = tmp_path / JOURNAL
+    header, *pieces = [json.loads(line) for line in journal.read_text().splitlines()]
+    total = sum(len(piece["returns"]) for piece in pieces)
+    assert {json.dumps(piece["machine"]) for piece in pieces} == {
+        json.dumps(first["machines"][0]["machine"])
+    }
+    assert first["machines"][0]["continuations"] == total
+    # the first two pieces from an older journal, the next from another CPU, the rest cut
+    elsewhere = {"cpu": "some other CPU", "threads": 2}
+    old = [{k: v for k, v in piece.items() if k != "machine"} for piece in pieces[:2]]
+    kept = [header, *old, {**pieces[2], "machine": elsewhere}]
+    journal.write_text("".join(json.dumps(line) + "\n" for line in kept))
+    resumed = run(settings, tmp_path, QUIET, parallel=4)
+    counts = [len(piece["returns"]) for piece in pieces]
+    assert resumed["machines"] == [
+        {"machine": None, "continuations": counts[0] + counts[1]},
+        {"machine": elsewhere, "continuations": counts[2]},
+        {"machine": first["machines"][0]["machine"], "continuations": total - sum(counts[:3])},
+    ]
+    assert json.dumps(resumed["results"]) == json.dumps(first["results"])
+    card = (tmp_path / "fidelity.md").read_text()
+    assert "not recorded" in card and "some other CPU, 2 torch threads" in card
+
+
 def test_a_log_gets_a_line_per_piece_of_continuations(tmp_path: Path) -> None:
     # Late steps hold few rows, so a line per twentieth of the work would leave a log silent
     # for hours on a long run; each journaled piece writes one.

@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -71,7 +72,7 @@ from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
-from agentbench_rl.harness.provenance import agent_weights_fingerprint
+from agentbench_rl.harness.provenance import agent_weights_fingerprint, cpu_model
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -533,8 +534,9 @@ def breakdowns(batch: PlayedBatch) -> dict[str, np.ndarray]:
 @dataclass(frozen=True)
 class Piece:
     """Continuations from step ``t``, jobs ``first_job`` on (:func:`continuation_jobs`), as
-    journaled: one return per job and what they cost (env steps, wall and CPU seconds; ``None``
-    in journals written before the seconds were kept)."""
+    journaled: one return per job, what they cost (env steps, wall and CPU seconds) and the
+    machine that played them (:func:`piece_machine`); ``None`` in journals written before each
+    was kept. A journal resumes on another machine, so its pieces say where each was played."""
 
     t: int
     first_job: int
@@ -542,6 +544,37 @@ class Piece:
     env_steps: int
     seconds: float | None = None
     cpu_seconds: float | None = None
+    machine: dict[str, Any] | None = None
+
+
+def piece_machine() -> dict[str, Any]:
+    """What a piece's draws depend on beyond the code and the seeds: the processor, and torch's
+    intra-op thread count where the agent runs on torch (``None`` where none is loaded). A
+    model's scores are bitwise only on one CPU (``docs/training.md``, "Reproducibility").
+
+    Example:
+        >>> sorted(piece_machine())
+        ['cpu', 'threads']
+    """
+    torch = sys.modules.get("torch")
+    return {"cpu": cpu_model(), "threads": torch.get_num_threads() if torch else None}
+
+
+def machines_played(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
+    """The machines the pieces were played on, each with its continuation count, in first-played
+    order (``machine`` ``None``: pieces journaled before machines were kept).
+
+    Example:
+        >>> here = {"cpu": "x", "threads": 1}
+        >>> played = [Piece(0, 0, [1.0, 0.0], 4), Piece(0, 2, [1.0], 2, machine=here)]
+        >>> [(entry["machine"], entry["continuations"]) for entry in machines_played(played)]
+        [(None, 2), ({'cpu': 'x', 'threads': 1}, 1)]
+    """
+    counts: dict[str, int] = {}
+    for piece in pieces:
+        key = json.dumps(piece.machine, sort_keys=True)
+        counts[key] = counts.get(key, 0) + len(piece.returns)
+    return [{"machine": json.loads(key), "continuations": n} for key, n in counts.items()]
 
 
 def _total(seconds: list[float | None]) -> float | None:
@@ -621,6 +654,7 @@ def _read_journal(
                 int(line["env_steps"]),
                 line.get("seconds"),
                 line.get("cpu_seconds"),
+                line.get("machine"),
             )
         )
     return pieces
@@ -662,6 +696,7 @@ def run(
     horizon = max(len(trajectory.rewards) for trajectory in batch.trajectories)
     jobs = {t: continuation_jobs(settings, batch, t) for t in range(horizon)}
     done = {t: sum(len(piece.returns) for piece in pieces.get(t, [])) for t in range(horizon)}
+    here = piece_machine()
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
             header = {
@@ -688,6 +723,7 @@ def run(
                     env_steps,
                     time.monotonic() - began,
                     time.process_time() - cpu_began,
+                    here,
                 )
                 pieces.setdefault(t, []).append(piece)
                 journal.write(json.dumps(asdict(piece)) + "\n")
@@ -699,13 +735,14 @@ def run(
     truth = assemble_truth(
         settings, batch, {t: _returns_by_trajectory(jobs[t], pieces[t]) for t in range(horizon)}
     )
+    journaled = [piece for step in pieces.values() for piece in step]
     if export_set is not None:
         name = Path(export_set).name
-        made = {**(made or {}), "agent_weights": weights}
+        made = {**(made or {}), "agent_weights": weights, "machines": machines_played(journaled)}
         write_set(monte_carlo_set(name, settings, batch, truth, agent, made), export_set)
         console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
-    journaled = [piece for step in pieces.values() for piece in step]
+    payload["machines"] = machines_played(journaled)
     payload["cost"] = {
         # the continuations' cost over every invocation (a resumed run's pieces included) ...
         "truth_seconds": _total([piece.seconds for piece in journaled]),
@@ -869,6 +906,21 @@ def _figure(entry: dict[str, Any], digits: int = 2) -> str:
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def _machine_label(machine: dict[str, Any] | None) -> str:
+    """A piece's machine in words.
+
+    Example:
+        >>> _machine_label({"cpu": "AMD EPYC", "threads": 1}), _machine_label(None)
+        ('AMD EPYC, 1 torch thread', 'not recorded')
+    """
+    if machine is None:
+        return "not recorded"
+    threads = machine.get("threads")
+    if threads is None:
+        return str(machine["cpu"])
+    return f"{machine['cpu']}, {threads} torch thread{'s' if threads != 1 else ''}"
+
+
 def markdown(payload: dict[str, Any]) -> str:
     """The tables of a run: one per breakdown, estimators as rows."""
     settings, truth = payload["settings"], payload["truth"]
@@ -895,6 +947,12 @@ def markdown(payload: dict[str, Any]) -> str:
             f"{duration(cost['cpu_seconds'])} CPU (the batch: {cost['batch_env_steps']:,} env "
             "steps).",
         ]
+    if payload.get("machines"):
+        played = "; ".join(
+            f"{_machine_label(entry['machine'])}: {entry['continuations']:,}"
+            for entry in payload["machines"]
+        )
+        lines += ["", f"Continuations played on: {played}."]
     purity = [
         f"{label} {result['purity']:.2f}"
         for label, result in payload["results"].items()
