@@ -547,17 +547,25 @@ class Piece:
     machine: dict[str, Any] | None = None
 
 
-def piece_machine() -> dict[str, Any]:
-    """What a piece's draws depend on beyond the code and the seeds: the processor, and torch's
-    intra-op thread count where the agent runs on torch (``None`` where none is loaded). A
-    model's scores are bitwise only on one CPU (``docs/training.md``, "Reproducibility").
+def piece_machine(agent: BatchAgent) -> dict[str, Any]:
+    """What a piece's draws depend on beyond the code and the seeds: the processor, torch's
+    intra-op thread count where the agent runs on torch (``None`` where none is loaded), and
+    the GPU where its model runs on one. A model's scores are bitwise only on one device
+    (``docs/training.md``, "Reproducibility").
 
     Example:
-        >>> sorted(piece_machine())
+        >>> sorted(piece_machine(policy("random", 1)))
         ['cpu', 'threads']
     """
     torch = sys.modules.get("torch")
-    return {"cpu": cpu_model(), "threads": torch.get_num_threads() if torch else None}
+    machine: dict[str, Any] = {
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads() if torch else None,
+    }
+    device = getattr(getattr(agent, "policy", None), "device", None)  # a model's weights
+    if torch is not None and device is not None and device.type == "cuda":
+        machine["gpu"] = torch.cuda.get_device_name(device)
+    return machine
 
 
 def machines_played(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
@@ -696,7 +704,7 @@ def run(
     horizon = max(len(trajectory.rewards) for trajectory in batch.trajectories)
     jobs = {t: continuation_jobs(settings, batch, t) for t in range(horizon)}
     done = {t: sum(len(piece.returns) for piece in pieces.get(t, [])) for t in range(horizon)}
-    here = piece_machine()
+    here = piece_machine(agent)
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
             header = {
@@ -912,9 +920,13 @@ def _machine_label(machine: dict[str, Any] | None) -> str:
     Example:
         >>> _machine_label({"cpu": "AMD EPYC", "threads": 1}), _machine_label(None)
         ('AMD EPYC, 1 torch thread', 'not recorded')
+        >>> _machine_label({"cpu": "Intel Xeon", "threads": 8, "gpu": "NVIDIA H200"})
+        'NVIDIA H200 (host Intel Xeon)'
     """
     if machine is None:
         return "not recorded"
+    if machine.get("gpu"):
+        return f"{machine['gpu']} (host {machine['cpu']})"
     threads = machine.get("threads")
     if threads is None:
         return str(machine["cpu"])
