@@ -325,14 +325,16 @@ def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -
     assert "| gigpo | built-in |" in board and "perfect baseline" in board
 
 
-def test_the_board_ranks_a_row_scored_on_fewer_envs_after_the_rows_scored_on_all() -> None:
-    """A mean over fewer real envs is not comparable with a mean over all of them: the row
-    with the highest mean but one env missing ranks after the complete rows, its count shown."""
+def test_the_board_ranks_a_row_scored_on_fewer_sets_after_the_rows_scored_on_all() -> None:
+    """A mean over fewer sets is not comparable with a mean over all of them: the row with the
+    highest mean but an env or one set of an env missing ranks after the complete rows, its
+    counts shown."""
     from agentbench_rl.bench.credit.bench import Report
     from agentbench_rl.bench.credit.board import board_markdown
-    from agentbench_rl.bench.credit.score import Score
+    from agentbench_rl.bench.credit.score import PERFECT_BASELINE, Score
 
-    sets = [replace(tiny_set([0.0, 1.0]), name=name) for name in ("sokoban-a", "webshop-b")]
+    names = ("sokoban-a", "webshop-b", "webshop-c")
+    sets = [replace(tiny_set([0.0, 1.0]), name=name) for name in names]
 
     def scored(estimator: str, set_name: str, pearson: float) -> Score:
         return Score(estimator, set_name, {"all": {"pearson": {"value": pearson}}})
@@ -340,18 +342,27 @@ def test_the_board_ranks_a_row_scored_on_fewer_envs_after_the_rows_scored_on_all
     report = Report(
         sets=sets,
         scores=[
-            scored("partial", "sokoban-a", 0.9),  # no score on webshop-b
+            scored("no webshop", "sokoban-a", 0.9),
+            scored("one webshop set", "sokoban-a", 0.8),
+            scored("one webshop set", "webshop-c", 0.8),
             scored("whole", "sokoban-a", 0.2),
             scored("whole", "webshop-b", 0.4),
+            scored("whole", "webshop-c", 0.6),
             scored("lower", "sokoban-a", 0.1),
             scored("lower", "webshop-b", 0.1),
+            scored("lower", "webshop-c", 0.1),
         ],
     )
     board = board_markdown(report, {}).splitlines()
-    names = [line.split(" | ")[1] for line in board if line.startswith("| ") and line[2].isdigit()]
-    assert names.index("whole") < names.index("lower") < names.index("partial")
-    row = next(line for line in board if "| partial |" in line)
-    assert row.endswith("| 0.90 (1 of 2) |"), row
+    rows = [line.split(" | ")[1] for line in board if line.startswith("| ") and line[2].isdigit()]
+    ranked = [name for name in rows if name != PERFECT_BASELINE]  # unscored in this report
+    assert ranked == ["whole", "lower", "one webshop set", "no webshop"]
+    # whole: the mean of its env means, (0.2 + (0.4 + 0.6) / 2) / 2 = 0.35
+    assert next(line for line in board if "| whole |" in line).endswith("| 0.20 | 0.50 | 0.35 |")
+    row = next(line for line in board if "| one webshop set |" in line)
+    assert row.endswith("| 0.80 | 0.80 (1 of 2) | 0.80 (2 of 3 sets) |"), row
+    row = next(line for line in board if "| no webshop |" in line)
+    assert row.endswith("| 0.90 | – | 0.90 (1 of 3 sets) |"), row
 
 
 def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import math
 import re
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +165,8 @@ def render_board(root: Path, sets_root: Path = STANDARD_SETS) -> Path:
     return path
 
 
-def _group_mean(report: Report, estimator: str, prefix: str) -> float:
+def _group_scores(report: Report, estimator: str, prefix: str) -> list[float]:
+    """The estimator's Pearson correlation on each set of the group it is scored on."""
     values = []
     for credit in report.sets:
         if not credit.name.startswith(prefix):
@@ -175,24 +176,40 @@ def _group_mean(report: Report, estimator: str, prefix: str) -> float:
             value = entry.parts["all"]["pearson"]["value"]
             if not math.isnan(value):
                 values.append(value)
-    return float(np.mean(values)) if values else math.nan
+    return values
+
+
+def _cell(values: Sequence[float], of: int) -> str:
+    """A group's mean, with the count of its sets where the row is scored on fewer.
+
+    Example:
+        >>> _cell([0.5, 0.25], 2), _cell([0.57], 4), _cell([], 3)
+        ('0.38', '0.57 (1 of 4)', '–')
+    """
+    if not values:
+        return "–"
+    shown = f"{np.mean(values):.2f}"
+    return shown if len(values) == of else f"{shown} ({len(values)} of {of})"
 
 
 def board_markdown(report: Report, filed: dict[str, Path]) -> str:
     """The board: an estimator per row, its mean Pearson correlation with the truth on each
-    group of sets, ranked by the mean over the real envs it is scored on; a row scored on
-    fewer real envs (BiPACE where a set has no hidden states) ranks after every row scored on
-    more, whatever its mean, since a mean over the easier envs alone would outrank the rest."""
+    group of sets, ranked by the mean of its real envs' means; a row scored on fewer sets
+    (BiPACE where a set has no hidden states) ranks after every row scored on more, whatever its
+    mean, since a mean over other sets (the few with a model's hidden states) is not comparable
+    with the rest's."""
     groups = [p for p in ENV_PREFIXES if any(s.name.startswith(p) for s in report.sets)]
+    sizes = {p: sum(s.name.startswith(p) for s in report.sets) for p in groups}
     real_envs = [p for p in groups if p != "mdp"]
     rows = []
     for estimator in report.estimators():
         if estimator.startswith("ceiling"):
             continue
-        means = {prefix: _group_mean(report, estimator, prefix) for prefix in groups}
-        scored = [means[p] for p in real_envs if not math.isnan(means[p])]
-        rows.append((estimator, means, float(np.mean(scored)) if scored else math.nan, len(scored)))
-    rows.sort(key=lambda row: (-row[3], -row[2] if row[3] else 0.0))
+        scores = {prefix: _group_scores(report, estimator, prefix) for prefix in groups}
+        env_means = [float(np.mean(scores[p])) for p in real_envs if scores[p]]
+        real = float(np.mean(env_means)) if env_means else math.nan
+        rows.append((estimator, scores, real, sum(map(len, scores.values()))))
+    rows.sort(key=lambda row: (-row[3], -row[2] if not math.isnan(row[2]) else 0.0))
     lines = [
         "# Estimators board",
         "",
@@ -205,22 +222,24 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         f"`{PERFECT_BASELINE}` is a label, not an estimator: the step's own discounted return "
         "minus the true value of its prefix. Submit an estimator with `agentbench-rl "
         "leaderboard submit DIR` (a folder with `estimator.py` and `card.json`; see "
-        "docs/leaderboards.md). Rank: the mean over the real envs a row is scored on; a row "
-        "scored on fewer of them (its count shown) ranks after every row scored on more.",
+        "docs/leaderboards.md). Rank: the mean of a row's real-env means; a row scored on "
+        "fewer sets (the count shown where a group lacks some) ranks after every row scored "
+        "on more.",
         "",
         "| rank | estimator | source | " + " | ".join(groups) + " | real envs |",
         "|---" * (len(groups) + 4) + "|",
     ]
-    for rank, (estimator, means, real, covered) in enumerate(rows, start=1):
+    total = sum(sizes.values())
+    for rank, (estimator, scores, real, covered) in enumerate(rows, start=1):
         if estimator in filed:
             source = f"[submission]({filed[estimator].name}/)"
         elif estimator == PERFECT_BASELINE:
             source = "label"
         else:
             source = "built-in"
-        cells = [f"{means[p]:.2f}" if not math.isnan(means[p]) else "–" for p in groups]
-        shown = f"{real:.2f}" if covered else "–"
-        if 0 < covered < len(real_envs):
-            shown += f" ({covered} of {len(real_envs)})"
+        cells = [_cell(scores[p], sizes[p]) for p in groups]
+        shown = "–" if math.isnan(real) else f"{real:.2f}"
+        if 0 < covered < total:
+            shown += f" ({covered} of {total} sets)"
         lines.append(f"| {rank} | {estimator} | {source} | " + " | ".join(cells) + f" | {shown} |")
     return "\n".join(lines) + "\n"
