@@ -173,8 +173,8 @@ def test_each_piece_records_the_machine_that_played_it(tmp_path: Path) -> None:
     journal = tmp_path / JOURNAL
     header, *pieces = [json.loads(line) for line in journal.read_text().splitlines()]
     total = sum(len(piece["returns"]) for piece in pieces)
-    assert {json.dumps(piece["machine"]) for piece in pieces} == {
-        json.dumps(first["machines"][0]["machine"])
+    assert {json.dumps(piece["machine"], sort_keys=True) for piece in pieces} == {
+        json.dumps(first["machines"][0]["machine"], sort_keys=True)
     }
     assert first["machines"][0]["continuations"] == total
     # the first two pieces from an older journal, the next from another CPU, the rest cut

@@ -72,7 +72,7 @@ from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
-from agentbench_rl.harness.provenance import agent_weights_fingerprint, cpu_model
+from agentbench_rl.harness.provenance import agent_weights_fingerprint, machine
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -548,24 +548,20 @@ class Piece:
 
 
 def piece_machine(agent: BatchAgent) -> dict[str, Any]:
-    """What a piece's draws depend on beyond the code and the seeds: the processor, torch's
-    intra-op thread count where the agent runs on torch (``None`` where none is loaded), and
-    the GPU where its model runs on one. A model's scores are bitwise only on one device
-    (``docs/training.md``, "Reproducibility").
+    """What a piece's draws depend on beyond the code and the seeds (provenance's
+    :func:`~agentbench_rl.harness.provenance.machine`): torch's intra-op thread count where the
+    agent runs on torch (``None`` where none is loaded), and the GPU where its model runs on one.
 
     Example:
-        >>> sorted(piece_machine(policy("random", 1)))
-        ['cpu', 'threads']
+        >>> piece_machine(policy("random", 1))["cpu"] != ""
+        True
     """
     torch = sys.modules.get("torch")
-    machine: dict[str, Any] = {
-        "cpu": cpu_model(),
-        "threads": torch.get_num_threads() if torch else None,
-    }
+    if torch is None:
+        return machine()
     device = getattr(getattr(agent, "policy", None), "device", None)  # a model's weights
-    if torch is not None and device is not None and device.type == "cuda":
-        machine["gpu"] = torch.cuda.get_device_name(device)
-    return machine
+    on_gpu = device is not None and device.type == "cuda"
+    return machine(torch.get_num_threads(), torch.cuda.get_device_name(device) if on_gpu else None)
 
 
 def machines_played(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
@@ -914,7 +910,7 @@ def _figure(entry: dict[str, Any], digits: int = 2) -> str:
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _machine_label(machine: dict[str, Any] | None) -> str:
+def _machine_label(record: dict[str, Any] | None) -> str:
     """A piece's machine in words.
 
     Example:
@@ -923,14 +919,14 @@ def _machine_label(machine: dict[str, Any] | None) -> str:
         >>> _machine_label({"cpu": "Intel Xeon", "threads": 8, "gpu": "NVIDIA H200"})
         'NVIDIA H200 (host Intel Xeon)'
     """
-    if machine is None:
+    if record is None:
         return "not recorded"
-    if machine.get("gpu"):
-        return f"{machine['gpu']} (host {machine['cpu']})"
-    threads = machine.get("threads")
+    if record.get("gpu"):
+        return f"{record['gpu']} (host {record['cpu']})"
+    threads = record.get("threads")
     if threads is None:
-        return str(machine["cpu"])
-    return f"{machine['cpu']}, {threads} torch thread{'s' if threads != 1 else ''}"
+        return str(record["cpu"])
+    return f"{record['cpu']}, {threads} torch thread{'s' if threads != 1 else ''}"
 
 
 def markdown(payload: dict[str, Any]) -> str:

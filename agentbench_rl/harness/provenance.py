@@ -113,10 +113,21 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine(threads: int | None = None) -> dict[str, Any]:
-    """What a bitwise claim about a CPU result depends on: the processor, the library versions
-    and the thread count (``docs/training.md``, "Reproducibility")."""
-    return {"cpu": cpu_model(), "threads": threads, **library_versions()}
+def machine(threads: int | None = None, gpu: str | None = None) -> dict[str, Any]:
+    """What a bitwise claim about a result depends on: the processor, the library versions,
+    the thread count and, where one computed it, the GPU (``docs/training.md``,
+    "Reproducibility").
+
+    Example:
+        >>> sorted(machine(1)), machine(1, "NVIDIA H200")["gpu"]
+        (['cpu', 'numpy', 'threads', 'torch', 'transformers'], 'NVIDIA H200')
+    """
+    return {
+        "cpu": cpu_model(),
+        "threads": threads,
+        **library_versions(),
+        **({"gpu": gpu} if gpu else {}),
+    }
 
 
 def agent_weights_fingerprint(agent: str) -> str | None:
