@@ -740,13 +740,14 @@ def run(
         settings, batch, {t: _returns_by_trajectory(jobs[t], pieces[t]) for t in range(horizon)}
     )
     journaled = [piece for step in pieces.values() for piece in step]
+    played_on = machines_played(journaled)
     if export_set is not None:
         name = Path(export_set).name
-        made = {**(made or {}), "agent_weights": weights, "machines": machines_played(journaled)}
+        made = {**(made or {}), "agent_weights": weights, "machines": played_on}
         write_set(monte_carlo_set(name, settings, batch, truth, agent, made), export_set)
         console.print(f"wrote the credit set {export_set} ({len(batch.records)} rows)")
     payload = score_batch(settings, batch, truth)
-    payload["machines"] = machines_played(journaled)
+    payload["machines"] = played_on
     payload["cost"] = {
         # the continuations' cost over every invocation (a resumed run's pieces included) ...
         "truth_seconds": _total([piece.seconds for piece in journaled]),
