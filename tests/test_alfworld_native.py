@@ -171,6 +171,16 @@ def test_native_plays_as_textworld_on_a_sample(alfworld_data: Path, split: str) 
 
 
 @needs_backend
+def test_remembered_states_play_as_textworld(alfworld_data: Path) -> None:
+    # Each game's admissible commands and state hashes are remembered by state (group members
+    # and replays revisit them): a second pass over the same walks reads them from the memo,
+    # and must still agree with TextWorld step for step.
+    games = load_manifest("valid_seen").games[:3]
+    first = _compare(alfworld_data, games, WALK, expert_share=0.3)
+    assert _compare(alfworld_data, games, WALK, expert_share=0.3) == first
+
+
+@needs_backend
 def test_native_plays_the_shipped_demo_games_as_textworld() -> None:
     # Our own games (envs/alfworld/build_demo.py): TextWorld, the oracle, reads them as we do.
     games = load_manifest("demo").games

@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.alfworld.data import GameCache
@@ -115,6 +115,50 @@ def _unmangle(name: str) -> str:
     return name.replace("_comma_", ",")
 
 
+#: States a game remembers the admissible commands and hash of (per memo; it starts afresh
+#: when full). Group members and the K continuations of a fidelity run revisit the same states.
+MEMO_STATES = 4096
+Remembered = TypeVar("Remembered")
+
+
+class StateMemo(Generic[Remembered]):
+    """What was computed from a state, by the set of its facts (:meth:`State.key`, the facts
+    compared on a hit, so a stored value is only ever returned for an equal set).
+
+    Example:
+        >>> memo: StateMemo[int] = StateMemo()
+        >>> state = State([("p", "x")])
+        >>> memo.get(state, lambda: 1), memo.get(State([("p", "x")]), lambda: 2)
+        (1, 1)
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[int, int], tuple[frozenset[Fact], Remembered]] = {}
+
+    def get(self, state: State, compute: Callable[[], Remembered]) -> Remembered:
+        """The value stored for ``state``'s facts, else ``compute()`` (then stored)."""
+        key = state.key()
+        stored = self._values.get(key)
+        if stored is not None and stored[0] == state.facts:
+            return stored[1]
+        value = compute()
+        if len(self._values) >= MEMO_STATES:
+            self._values.clear()
+        self._values[key] = (frozenset(state.facts), value)
+        return value
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a planner state allows: each admissible command's action (``help`` included), the
+    admissible commands sorted without ``help``, and whether the goal holds."""
+
+    actions: dict[str, GroundAction]
+    admissible: tuple[str, ...]
+    admissible_set: frozenset[str]
+    won: bool
+
+
 @dataclass
 class NativeGame:
     """One game, read and grounded once (cached per process by its file's sha256).
@@ -140,6 +184,13 @@ class NativeGame:
     commands: dict[GroundAction, str] = field(default_factory=dict)
     plans: dict[str, tuple[str, ...]] = field(default_factory=dict)
     replan_sas: str | None = None
+    # what each planner state allows and each recorded state hashes to, as played so far
+    views: StateMemo[Choices] = field(default_factory=lambda: StateMemo())
+    hashes: StateMemo[str] = field(default_factory=lambda: StateMemo())
+    fact_texts: FactTexts = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fact_texts = FactTexts(self.world.objects)
 
     @property
     def walkthrough(self) -> list[str]:
@@ -353,7 +404,7 @@ class AlfredGame:
         self._facts = State(())  # TextWorld's record: the texts and the state hash
         self._actions: list[GroundAction] = []
         self._command_actions: dict[str, GroundAction] = {}
-        self._admissible: list[str] = []
+        self._admissible: tuple[str, ...] = ()
         self._won = False
         self._state_hash: str | None = None
         self._expert = PlanFollower(expert_recovery)
@@ -370,16 +421,11 @@ class AlfredGame:
     def _refresh(self) -> None:
         game = self._game
         assert game is not None
-        world = game.world
-        self._command_actions = {}
-        for schema in world.domain.actions.values():
-            for arguments in world.applicable(schema, self._truth):
-                action = game.action(schema.name, arguments)
-                if action is not None:
-                    self._command_actions.setdefault(game.command(action), action)
-        self._admissible = sorted(c for c in self._command_actions if c not in HIDDEN_COMMANDS)
-        self._admissible_set = frozenset(self._admissible)
-        self._won = world.holds(world.problem.goal, self._truth, {})
+        choices = game.views.get(self._truth, lambda: _choices(game, self._truth))
+        self._command_actions = choices.actions
+        self._admissible = choices.admissible
+        self._admissible_set = choices.admissible_set
+        self._won = choices.won
         self._state_hash = None
 
     def step(self, command: str) -> tuple[str, bool]:
@@ -408,11 +454,11 @@ class AlfredGame:
         """Hash of the sorted true facts, as TextWorld writes them (``atlocation(agent1:
         agent, loc_...: location)``), without ``not_`` and ``checked`` facts."""
         if self._state_hash is None:
-            self._state_hash = state_hash(self._facts, self._object_types())
+            game, facts = self._game, self._facts
+            if game is None:
+                return state_hash(facts, {})
+            self._state_hash = game.hashes.get(facts, lambda: state_hash(facts, game.fact_texts))
         return self._state_hash
-
-    def _object_types(self) -> dict[str, str]:
-        return self._game.world.objects if self._game is not None else {}
 
     def expert_command(self) -> str:
         """The next walkthrough command; a fresh plan if play left the walkthrough."""
@@ -423,6 +469,22 @@ class AlfredGame:
     def close(self) -> None:
         """Drop the game."""
         self._game = None
+
+
+def _choices(game: NativeGame, truth: State) -> Choices:
+    """The admissible commands of a planner state, computed afresh: each applicable action's
+    template derived (the first action that reads so plays the command), sorted, ``help`` left
+    out, and whether the goal holds."""
+    world = game.world
+    actions: dict[str, GroundAction] = {}
+    for schema in world.domain.actions.values():
+        for arguments in world.applicable(schema, truth):
+            action = game.action(schema.name, arguments)
+            if action is not None:
+                actions.setdefault(game.command(action), action)
+    admissible = tuple(sorted(c for c in actions if c not in HIDDEN_COMMANDS))
+    won = world.holds(world.problem.goal, truth, {})
+    return Choices(actions, admissible, frozenset(admissible), won)
 
 
 def apply(world: World, action: GroundAction, truth: State, facts: State) -> None:
@@ -451,14 +513,41 @@ def apply(world: World, action: GroundAction, truth: State, facts: State) -> Non
         facts.add(fact if not delete else twin)
 
 
-def state_hash(state: State, object_types: dict[str, str]) -> str:
-    """The state hash of the TextWorld backend, from the native facts."""
-    facts = sorted(
-        "{}({})".format(fact[0], ", ".join(f"{v}: {object_types.get(v, '')}" for v in fact[1:]))
-        for fact in state.facts
-        if not fact[0].startswith(NEGATION) and fact[0] not in HISTORY_PREDICATES
-    )
-    return stable_hash(facts)
+def state_hash(state: State, texts: FactTexts | dict[str, str]) -> str:
+    """The state hash of the TextWorld backend, from the native facts: a hash of the sorted
+    texts of its facts (:class:`FactTexts`, or the object types to write them with), without
+    ``not_`` and ``checked`` facts.
+
+    Example:
+        >>> texts = FactTexts({"agent1": "agent", "loc_1": "location"})
+        >>> state = State([("atlocation", "agent1", "loc_1"), ("not_opened", "loc_1")])
+        >>> state_hash(state, texts) == stable_hash(
+        ...     ["atlocation(agent1: agent, loc_1: location)"])
+        True
+    """
+    if not isinstance(texts, FactTexts):
+        texts = FactTexts(texts)
+    return stable_hash(sorted(texts[fact] for fact in state.facts if texts.hashed(fact)))
+
+
+class FactTexts(dict[Fact, str]):
+    """Each fact as TextWorld writes it in a state hash (``atlocation(agent1: agent, loc_...:
+    location)``), written once per game and fact."""
+
+    def __init__(self, object_types: dict[str, str]) -> None:
+        super().__init__()
+        self.object_types = object_types
+
+    def __missing__(self, fact: Fact) -> str:
+        types = self.object_types
+        arguments = ", ".join(f"{v}: {types.get(v, '')}" for v in fact[1:])
+        text = self[fact] = f"{fact[0]}({arguments})"
+        return text
+
+    @staticmethod
+    def hashed(fact: Fact) -> bool:
+        """Whether a state hash reads the fact (not a ``not_`` twin nor a history fact)."""
+        return not fact[0].startswith(NEGATION) and fact[0] not in HISTORY_PREDICATES
 
 
 def replan(game: NativeGame, state: State) -> tuple[str, ...]:

@@ -335,12 +335,13 @@ class State:
     """A set of facts, indexed for the queries of formulas and grammar conditions: by
     predicate, and by (predicate, argument position, object)."""
 
-    __slots__ = ("by_argument", "by_predicate", "facts")
+    __slots__ = ("by_argument", "by_predicate", "facts", "mix")
 
     def __init__(self, facts: Iterable[Fact]) -> None:
         self.facts: set[Fact] = set()
         self.by_predicate: dict[str, set[Fact]] = defaultdict(set)
         self.by_argument: dict[tuple[str, int, str], set[Fact]] = defaultdict(set)
+        self.mix = 0  # the XOR of the facts' hashes, kept as facts come and go
         for fact in facts:
             self.add(fact)
 
@@ -350,11 +351,26 @@ class State:
         copy.facts = set(self.facts)
         copy.by_predicate = defaultdict(set, {k: set(v) for k, v in self.by_predicate.items()})
         copy.by_argument = defaultdict(set, {k: set(v) for k, v in self.by_argument.items()})
+        copy.mix = self.mix
         return copy
+
+    def key(self) -> tuple[int, int]:
+        """A key of the set of facts, in O(1): equal sets have equal keys, and unequal sets
+        almost never do (a cache keyed by it compares the facts on a hit). Valid within this
+        process only (Python's string hashes are salted per process).
+
+        Example:
+            >>> a, b = State([("p", "x")]), State([("q", "y")])
+            >>> b.add(("p", "x")); b.discard(("q", "y"))
+            >>> a.key() == b.key()
+            True
+        """
+        return self.mix, len(self.facts)
 
     def add(self, fact: Fact) -> None:
         if fact not in self.facts:
             self.facts.add(fact)
+            self.mix ^= hash(fact)
             self.by_predicate[fact[0]].add(fact)
             for position, value in enumerate(fact[1:]):
                 self.by_argument[(fact[0], position, value)].add(fact)
@@ -362,6 +378,7 @@ class State:
     def discard(self, fact: Fact) -> None:
         if fact in self.facts:
             self.facts.discard(fact)
+            self.mix ^= hash(fact)
             self.by_predicate[fact[0]].discard(fact)
             for position, value in enumerate(fact[1:]):
                 self.by_argument[(fact[0], position, value)].discard(fact)
