@@ -383,7 +383,7 @@ def train_command(
         str | None, typer.Option(help="Estimator name (`agentbench-rl estimators` lists them).")
     ] = None,
     model: Annotated[
-        str | None, typer.Option(help="tiny, tiny-vl, or a Hugging Face model id or path.")
+        str | None, typer.Option(help="tiny, tiny-vl, drrn, or a Hugging Face model id or path.")
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Run seed.")] = None,
     config: Annotated[Path | None, typer.Option(help="YAML config (e.g. baselines/*.yaml).")] = (

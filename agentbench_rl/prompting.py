@@ -34,6 +34,8 @@ FORMAT_GENERATE = (
 FORMAT_CHOOSE = "Answer with exactly one admissible action inside <action> </action>."
 CHOOSE_PREFIX = "<action>"
 CHOOSE_SUFFIX = "</action>"
+OBSERVATION_LINE = "Observation:"
+ACTIONS_LINE = "Admissible actions: "
 
 _TAGS = {
     name: (re.compile(f"<{name}>", re.IGNORECASE), re.compile(f"</{name}>", re.IGNORECASE))
@@ -184,13 +186,53 @@ def build_prompt(
     if shown and config.history_observations:
         lines.append(f"Your last {len(shown)} steps:")
         for step in shown:
-            lines += ["Observation:", observation_text(step.observation), f"Action: {step.action}"]
+            lines += [OBSERVATION_LINE, observation_text(step.observation)]
+            lines.append(f"Action: {step.action}")
     elif shown:
         lines.append("Your last actions: " + ", ".join(step.action for step in shown))
-    lines += ["Observation:", observation_text(observation)]
-    lines.append("Admissible actions: " + ", ".join(admissible_actions))
+    lines += [OBSERVATION_LINE, observation_text(observation)]
+    lines.append(ACTIONS_LINE + ", ".join(admissible_actions))
     lines.append(FORMAT_CHOOSE if config.mode == "choose" else FORMAT_GENERATE)
     return Prompt("\n".join(lines), observation_images(observation))
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """A prompt read back into the parts :func:`build_prompt` wrote, as lines: the context
+    (instruction and history), the current observation, and the admissible actions. A policy
+    that reads text as features (:mod:`agentbench_rl.models.drrn`) keys them by part, so a word
+    of the current observation and the same word in the history are different features.
+
+    Example:
+        >>> parts = PromptParts.of(build_prompt("demo", "#P_#", [HistoryStep("#_P#", "left")],
+        ...                        ["left", "right"], PromptConfig(mode="choose")) + "\\n<action>")
+        >>> parts.current, parts.actions, parts.context[-2:]
+        (('#P_#',), ('left', 'right'), ('#_P#', 'Action: left'))
+    """
+
+    context: tuple[str, ...]
+    current: tuple[str, ...]
+    actions: tuple[str, ...]
+
+    @classmethod
+    def of(cls, text: str) -> PromptParts:
+        """The parts of a prompt (the model's input: what follows the actions line, the answer
+        format and prefix, is no part). A text that is no prompt is all context."""
+        lines = text.split("\n")
+        try:
+            opened = len(lines) - 1 - lines[::-1].index(OBSERVATION_LINE)
+        except ValueError:
+            return cls(tuple(lines), (), ())
+        closed = next(
+            (i for i in range(opened + 1, len(lines)) if lines[i].startswith(ACTIONS_LINE)),
+            len(lines),
+        )
+        listed = lines[closed][len(ACTIONS_LINE) :] if closed < len(lines) else ""
+        return cls(
+            tuple(lines[:opened]),
+            tuple(lines[opened + 1 : closed]),
+            tuple(action for action in listed.split(", ") if action),
+        )
 
 
 def response_prefix(mode: ActionMode) -> str:

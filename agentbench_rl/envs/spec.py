@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import (
     env_class,
     make,
@@ -52,6 +53,9 @@ class EnvSpec(Spec):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     categories: tuple[str, ...] = ()  # empty: every task of the split
     max_steps: int | None = Field(default=None, ge=1)  # None: the env's own step limit
+    # A panel: these task ids of the split, played in place of its own list (a training run's
+    # fixed tasks, :meth:`panel_of`); empty: the split's tasks.
+    panel: tuple[str, ...] = ()
 
     @field_validator("name")
     @classmethod
@@ -69,6 +73,17 @@ class EnvSpec(Spec):
         unknown = unknown_options(env, self.make_kwargs())
         if unknown:
             raise ValueError(f"env '{self.name}' {unknown}")
+        if not self.panel:
+            return self
+        if len(set(self.panel)) != len(self.panel):
+            raise ValueError(f"env '{self.name}': a task repeats in the panel")
+        try:
+            known = set(env.task_ids(self.split))
+        except ValueError:  # an unbounded split: a reset tells an id it cannot play
+            known = None
+        stray = [task for task in self.panel if known is not None and task not in known]
+        if stray:
+            raise ValueError(f"env '{self.name}': panel task '{stray[0]}' is not in '{self.split}'")
         return self
 
     def make_kwargs(self) -> dict[str, Any]:
@@ -89,7 +104,9 @@ class EnvSpec(Spec):
 
     def fixed(self) -> bool:
         """Whether the split has a fixed task list (Sokoban's train split has none: its ids are
-        ``train-<n>`` for any n, drawn by :meth:`draw_tasks`)."""
+        ``train-<n>`` for any n, drawn by :meth:`draw_tasks`), or a panel is given."""
+        if self.panel:
+            return True
         try:
             env_class(self.name).task_ids(self.split)
         except ValueError:
@@ -101,6 +118,8 @@ class EnvSpec(Spec):
         if not given, tells a category the split does not list); ``what`` names the setting
         in the error when a category is unknown or leaves nothing, or the split has no fixed
         task list."""
+        if self.panel:
+            return list(self.panel)
         if not self.fixed():
             raise ValueError(
                 f"{what}: {self.name}'s split '{self.split}' has no fixed task list"
@@ -116,11 +135,43 @@ class EnvSpec(Spec):
     ) -> dict[str, str]:
         """The tasks :meth:`tasks` gives, each with its category, in split order (one look at
         the categories: an evaluation's stratified sample draws from these)."""
+        if self.panel:
+            return task_categories_of(env or self.make(), self.split, self.panel)
         ids = env_class(self.name).task_ids(self.split)
         known = task_categories_of(env or self.make(), self.split, ids)
         if self.categories:
             ids = tasks_of_categories(known, ids, list(self.categories), what, self.split)
         return {task: known[task] for task in ids}
+
+    def checksum(self, env: TextAgentEnv[Any]) -> str:
+        """The checksum of the tasks played: the split's (``env`` is one of this split), or with
+        a panel a hash of the panel's ids and, where the split has one, the split's checksum."""
+        if not self.panel:
+            return env.checksum()
+        try:
+            split = env.checksum()
+        except ValueError:  # an unbounded split: its ids name their levels
+            split = None
+        return stable_hash({"split": self.split, "checksum": split, "panel": list(self.panel)})
+
+    def panel_of(self, count: int, seed: int, what: str = "panel") -> EnvSpec:
+        """This env with a panel of ``count`` distinct tasks drawn from ``seed`` (of its
+        categories), in split order; a split without a fixed list gives ``<split>-<n>`` ids.
+
+        Example:
+            >>> spec = EnvSpec(name="textcraft", split="train").panel_of(3, seed=0)
+            >>> len(spec.panel), spec.draw_tasks(5, seed=1)[0] in spec.panel
+            (3, True)
+        """
+        rng = random.Random(seed)
+        if not self.fixed():
+            numbers = rng.sample(range(2**31), count)
+            return self.model_copy(update={"panel": tuple(f"{self.split}-{n}" for n in numbers)})
+        ids = self.tasks(what=what)
+        if count > len(ids):
+            raise ValueError(f"{what}: {count} tasks asked, '{self.split}' holds {len(ids)}")
+        chosen = set(rng.sample(ids, count))
+        return self.model_copy(update={"panel": tuple(task for task in ids if task in chosen)})
 
     def draw_tasks(self, count: int, seed: int, what: str = "categories") -> list[str]:
         """``count`` task ids drawn from ``seed``: ``<split>-<n>`` for a split without a fixed

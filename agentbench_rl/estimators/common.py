@@ -271,3 +271,44 @@ def normalize_advantages(advantages: np.ndarray, mode: str) -> np.ndarray:
         raise ValueError(f"advantage_norm '{mode}' (choose from {', '.join(ADVANTAGE_NORMS)})")
     std = float(advantages.std())
     return advantages / std if std > 1e-8 else advantages
+
+
+#: Below this magnitude an advantage counts as zero in :func:`dose` (an estimator's exact zeros
+#: may come out as rounding residue, such as a mean of equal returns subtracted from each).
+ZERO_ADVANTAGE = 1e-9
+
+
+def dose(advantages: np.ndarray) -> float:
+    """The share of rows with a non-zero advantage: how many steps a credit rule trains (the
+    "dose" of arXiv 2608.19760, which found that training differences between credit rules
+    were mostly this).
+
+    Example:
+        >>> dose(np.array([0.0, 1e-12, -0.5, 2.0]))
+        0.5
+    """
+    if advantages.size == 0:
+        return 0.0
+    return float(np.mean(np.abs(advantages) > ZERO_ADVANTAGE))
+
+
+def match_dose(advantages: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """The advantages of a dose-matched comparison: of the rows with a non-zero advantage, a
+    uniform draw (from ``seed``) of ``round(share * rows)`` keeps its value and the others
+    become 0 (every non-zero row is kept where there are fewer). So every credit rule trains
+    the same number of rows, drawn without regard to their values; normalising afterwards
+    (``advantage_norm: batch_std``) gives them the same norm too.
+
+    Example:
+        >>> kept = match_dose(np.array([1.0, -1.0, 2.0, 0.0]), 0.5, seed=0)
+        >>> int(np.count_nonzero(kept)), set(kept[kept != 0]) <= {1.0, -1.0, 2.0}
+        (2, True)
+    """
+    nonzero = np.flatnonzero(np.abs(advantages) > ZERO_ADVANTAGE)
+    wanted = round(share * advantages.size)
+    if len(nonzero) <= wanted:
+        return advantages
+    kept = np.random.default_rng(seed).choice(nonzero, size=wanted, replace=False)
+    matched = np.zeros_like(advantages)
+    matched[kept] = advantages[kept]
+    return matched

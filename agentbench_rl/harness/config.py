@@ -36,7 +36,12 @@ from agentbench_rl.spec.typed import Flag, Seed, Spec, Text, Whole
 #: MB for a model); fewer where there are fewer batches of jobs than that.
 MAX_WORKERS = 64
 #: The env's fields as the flat record names them (record name -> ``EnvSpec`` field).
-_ENV_FIELDS = {"split": "split", "env_kwargs": "kwargs", "categories": "categories"}
+_ENV_FIELDS = {
+    "split": "split",
+    "env_kwargs": "kwargs",
+    "categories": "categories",
+    "panel": "panel",
+}
 
 
 class EvalConfig(Spec):
@@ -84,7 +89,9 @@ class EvalConfig(Spec):
 
     def record(self) -> dict[str, Any]:
         """The flat form ``config.json`` and ``summary.json`` hold, in the file's order
-        (``categories`` ``None`` for every category)."""
+        (``categories`` ``None`` for every category; ``panel`` only where one is played, so
+        the record of a split's evaluation is what it always was)."""
+        panel = {"panel": list(self.env.panel)} if self.env.panel else {}
         return {
             "env": self.env.name,
             "split": self.env.split,
@@ -96,6 +103,7 @@ class EvalConfig(Spec):
             "save_trajectories": self.save_trajectories,
             "env_kwargs": dict(self.env.kwargs),
             "categories": list(self.env.categories) or None,
+            **panel,
         }
 
     @classmethod
@@ -117,7 +125,8 @@ class EvalConfig(Spec):
         object already made); ``ValueError`` in one line."""
         from agentbench_rl.agents import load_agent
 
-        env_class(self.env.name).task_ids(self.env.split)  # raises for unbounded splits
+        if not self.env.panel:
+            env_class(self.env.name).task_ids(self.env.split)  # raises for unbounded splits
         if load:
             load_agent(self.agent)
         if self.episodes_format == "parquet":
@@ -142,7 +151,11 @@ class EvalConfig(Spec):
             >>> len(config.tasks())
             3
         """
-        ids = env_class(self.env.name).task_ids(self.env.split)
+        ids = (
+            self.env.tasks()
+            if self.env.panel
+            else env_class(self.env.name).task_ids(self.env.split)
+        )
         if not self.env.categories and (not self.limit or self.limit >= len(ids)):
             return ids
         categorised = self.env.categorised(env)

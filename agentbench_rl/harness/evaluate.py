@@ -248,7 +248,9 @@ def _evaluate_in(
     done = _prepare_folder(config, folder, options.resume, console)
     fingerprint = record_agent(out, config.agent)
     tasks = config.tasks(env)
-    total = len(env.task_ids(config.env.split))
+    total = len(tasks) if config.env.panel else len(env.task_ids(config.env.split))
+    if config.env.panel and console is not None:
+        console.print(f"a panel of {len(tasks)} tasks, not the whole split", highlight=False)
     if len(tasks) < total and console is not None:
         if config.env.categories:
             what = f"categories {', '.join(config.env.categories)}"
@@ -322,8 +324,8 @@ def _evaluate_in(
         split=config.env.split,
         agent=config.agent,
         seeds=list(config.seeds),
-        split_checksum=env.results_checksum(env.checksum()),
-        complete_split=len(tasks) == len(env.task_ids(config.env.split)),
+        split_checksum=env.results_checksum(config.env.checksum(env)),
+        complete_split=not config.env.panel and len(tasks) == total,
         non_string_actions=sum(int(row.get("non_string_actions", 0)) for row in rows),
         config=config.record(),
         package_version=__version__,

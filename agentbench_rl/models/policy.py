@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 
+from agentbench_rl.models.choices import ChoiceScorer, ChoiceScores
 from agentbench_rl.models.vision import (
     FramePixels,
     encode_with_images,
@@ -241,68 +242,6 @@ class RowSampler:
         return kept
 
 
-@dataclass
-class ChoiceScores:
-    """Every admissible continuation of every row, scored after its prompt.
-
-    Attributes:
-        pair_rows: (pairs,) the row of each (row, continuation) pair, rows in order.
-        pair_columns: (pairs,) the continuation's index within its row.
-        scores: (pairs,) the continuation's summed token log-probs (logits / temperature).
-        last_prompt_hidden: when asked for, per layer (embeddings first) the hidden state of
-            each row's last prompt token, (rows, hidden).
-    """
-
-    pair_rows: torch.Tensor
-    pair_columns: torch.Tensor
-    scores: torch.Tensor
-    last_prompt_hidden: tuple[torch.Tensor, ...] | None
-
-    @classmethod
-    def of_groups(
-        cls, parts: Sequence[ChoiceScores], groups: Sequence[Sequence[int]]
-    ) -> ChoiceScores:
-        """One batch from the scores of its row groups (``parts[k]`` scored the rows
-        ``groups[k]``, in that order): pairs back in row order, each row's in action order."""
-        device = parts[0].scores.device
-        rows = torch.cat(
-            [
-                torch.tensor(group, dtype=torch.long, device=device)[part.pair_rows]
-                for part, group in zip(parts, groups, strict=True)
-            ]
-        )
-        columns = torch.cat([part.pair_columns for part in parts])
-        order = torch.argsort(rows * (int(columns.max()) + 1) + columns)
-        hidden = None
-        if all(part.last_prompt_hidden is not None for part in parts):
-            placed = [row for group in groups for row in group]
-            back = torch.argsort(torch.tensor(placed, dtype=torch.long, device=device))
-            layers = zip(*(part.last_prompt_hidden or () for part in parts), strict=True)
-            hidden = tuple(torch.cat(layer)[back] for layer in layers)
-        scores = torch.cat([part.scores for part in parts])
-        return cls(rows[order], columns[order], scores[order], hidden)
-
-    def for_rows(self, source: Sequence[int]) -> ChoiceScores:
-        """The scores of rows that repeat these ones: row ``r`` is row ``source[r]`` here."""
-        device = self.scores.device
-        counts = torch.bincount(self.pair_rows, minlength=max(source) + 1)
-        starts = torch.cumsum(counts, 0) - counts
-        index = torch.cat(
-            [
-                torch.arange(int(starts[u]), int(starts[u] + counts[u]), device=device)
-                for u in source
-            ]
-        )
-        rows = torch.repeat_interleave(
-            torch.arange(len(source), device=device), counts[torch.tensor(source, device=device)]
-        )
-        hidden = None
-        if self.last_prompt_hidden is not None:
-            picked = torch.tensor(source, dtype=torch.long, device=device)
-            hidden = tuple(layer[picked] for layer in self.last_prompt_hidden)
-        return ChoiceScores(rows, self.pair_columns[index], self.scores[index], hidden)
-
-
 # On the CPU rows are scored in groups of equal prompt length. A padded batch makes every row
 # attend over its longest prompt, through SDPA's masked path, and copies that padding into each
 # (row, action) pair's cache; a group without padding takes the causal kernel. Against one
@@ -364,6 +303,8 @@ def score_choices(
     for row, options in enumerate(choices):
         if not options:
             raise ValueError(f"choose mode: row {row} has no admissible actions")
+    if isinstance(model, ChoiceScorer):
+        return model.score_choices(prompt_ids, choices, temperature, capture_hidden)
 
     def scored(rows: Sequence[int], scorer: Callable[..., ChoiceScores]) -> ChoiceScores:
         """``scorer`` on these rows only."""
@@ -508,6 +449,8 @@ class Policy:
         self.tokenizer = tokenizer
         if is_vision_language(model) and image_processor is None:
             raise ValueError("a vision-language model needs its image processor")
+        if isinstance(model, ChoiceScorer) and prompt.mode != "choose":
+            raise ValueError(f"{type(model).__name__} scores admissible actions: use choose mode")
         self.image_processor = image_processor
         self.frame_pixels = FramePixels(image_processor) if image_processor is not None else None
         self.prompt = prompt
@@ -833,7 +776,12 @@ def text_layers(model: Any) -> int:
 
 def load_pretrained(name_or_path: str, dtype: str = "float32", device: str = "cpu") -> Any:
     """A Hugging Face model and tokenizer by hub id or local folder (``AutoModelForCausalLM``;
-    a vision-language model through :func:`~agentbench_rl.models.vision.load_vision_model`)."""
+    a vision-language model through :func:`~agentbench_rl.models.vision.load_vision_model`), or
+    a saved :class:`~agentbench_rl.models.drrn.DRRN` and its features (float32 always)."""
+    from agentbench_rl.models.drrn import is_drrn_folder, load_drrn
+
+    if is_drrn_folder(name_or_path):
+        return load_drrn(name_or_path, device)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _quiet_transformers()

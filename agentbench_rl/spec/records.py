@@ -65,9 +65,9 @@ EPISODE_COLUMNS = (
 #: One iteration of a training run (``metrics.jsonl``), typed where the trainer writes it: the
 #: rollouts' figures (``train/...``), the advantages (``adv/...``), times (``time/...``), the
 #: warm start's (``bc/...``, iteration 0) and, on iterations that validate, the harness's figures
-#: (``val_...``). Keys that the estimator, the loss or an engine name (``est/<name>``,
-#: ``ppo/<name>``, ``engine/<name>``) are added by :func:`with_figures`. Functional syntax: the
-#: keys hold slashes.
+#: (``val_...``, and ``panel_...`` on a run's training panel). Keys that the estimator, the loss
+#: or an engine name (``est/<name>``, ``ppo/<name>``, ``engine/<name>``) are added by
+#: :func:`with_figures`. Functional syntax: the keys hold slashes.
 MetricsRow = TypedDict(
     "MetricsRow",
     {
@@ -81,6 +81,9 @@ MetricsRow = TypedDict(
         "train/response_tokens": float,
         "adv/raw_mean": float,
         "adv/raw_std": float,
+        "adv/raw_abs_mean": float,
+        "adv/dose": float,
+        "adv/trained_dose": float,
         "adv/mean": float,
         "adv/std": float,
         "adv/min": float,
@@ -100,6 +103,14 @@ MetricsRow = TypedDict(
         "val_weights": str,
         "val_greedy": bool,
         "val_seed_count": int,
+        "panel_success": float,
+        "panel_score": float,
+        "panel_return": float,
+        "panel_steps": float,
+        "panel_invalid_rate": float,
+        "panel_weights": str,
+        "panel_greedy": bool,
+        "panel_seed_count": int,
     },
     total=False,
 )
@@ -116,10 +127,10 @@ def with_figures(row: MetricsRow, figures: Mapping[str, Any]) -> MetricsRow:
     return cast(MetricsRow, {**row, **figures})
 
 
-def validation_figures(summary: Mapping[str, Any], greedy: bool) -> MetricsRow:
-    """The ``val_...`` figures of a metrics row, read from the harness's summary of the
-    validation (``summary.json``); ``val_weights`` only where the agent's weights were
-    fingerprinted (an ``hf:`` policy).
+def validation_figures(summary: Mapping[str, Any], greedy: bool, prefix: str = "val") -> MetricsRow:
+    """The ``val_...`` figures of a metrics row (``prefix``: ``panel`` for the training
+    panel's), read from the harness's summary of the validation (``summary.json``);
+    ``val_weights`` only where the agent's weights were fingerprinted (an ``hf:`` policy).
 
     Example:
         >>> summary = {"success": {"mean": 0.5}, "score": {"mean": 0.5}, "mean_return": 1.0,
@@ -129,19 +140,19 @@ def validation_figures(summary: Mapping[str, Any], greedy: bool) -> MetricsRow:
         ['val_greedy', 'val_invalid_rate', 'val_return', 'val_score', 'val_seed_count',
          'val_steps', 'val_success']
     """
-    row: MetricsRow = {
-        "val_success": float(summary["success"]["mean"]),
-        "val_score": float(summary["score"]["mean"]),
-        "val_return": float(summary["mean_return"]),
-        "val_steps": float(summary["mean_steps"]),
-        "val_invalid_rate": float(summary["invalid_action_rate"]),
-        "val_greedy": greedy,
-        "val_seed_count": len(summary["seeds"]),
+    figures = {
+        "success": float(summary["success"]["mean"]),
+        "score": float(summary["score"]["mean"]),
+        "return": float(summary["mean_return"]),
+        "steps": float(summary["mean_steps"]),
+        "invalid_rate": float(summary["invalid_action_rate"]),
+        "greedy": greedy,
+        "seed_count": len(summary["seeds"]),
     }
     weights = summary["provenance"]["agent_weights"]
     if weights is not None:
-        row["val_weights"] = weights
-    return row
+        figures["weights"] = weights
+    return cast(MetricsRow, {f"{prefix}_{name}": value for name, value in figures.items()})
 
 
 class MetricBlock(BaseModel):

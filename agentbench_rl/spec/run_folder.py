@@ -7,6 +7,7 @@ Layout (spelled here and nowhere else)::
     checkpoint/          the last checkpoint: policy/, optimizer.pt, rng.pt, state.json
     reference/           the frozen KL reference policy
     val/iter-NNNN/       the harness's results of each validation
+    val/panel-NNNN/      the same on the training panel (runs with ``train_panel``)
     val-policy/          the weights the last validation played (its hf: agent's folder)
     tensorboard/         TensorBoard's copy of the metrics, when TensorBoard is installed
     done.json            written last, once the run finished
@@ -50,6 +51,7 @@ DONE_FILE = "done.json"
 CHECKPOINT = "checkpoint"
 REFERENCE = "reference"
 VALIDATION = "val"
+VALIDATIONS = ("iter", "panel")  # a validation's folder: val/<of>-NNNN
 VALIDATION_POLICY = "val-policy"
 TENSORBOARD = "tensorboard"
 _LAYOUT = (
@@ -226,9 +228,10 @@ class RunFolder:
         """Whether the run finished (``done.json`` is written last)."""
         return self.done_file.is_file()
 
-    def validation(self, iteration: int) -> Path:
-        """The results folder of the validation after ``iteration``."""
-        return self.path / VALIDATION / f"iter-{iteration:04d}"
+    def validation(self, iteration: int, of: str = "iter") -> Path:
+        """The results folder of the validation after ``iteration`` (``of="panel"``: the
+        evaluation of the run's training panel then)."""
+        return self.path / VALIDATION / f"{of}-{iteration:04d}"
 
     def remove_start(self, made_folder: bool) -> None:
         """Remove what a start that failed before its first metrics row wrote (rule 2: such a
@@ -251,9 +254,9 @@ class RunFolder:
         if not checkpoint_kept:
             for name in (CHECKPOINT, OLD_CHECKPOINT, NEW_CHECKPOINT, REFERENCE, VALIDATION):
                 remove_path(self.path / name)
-        for folder in sorted((self.path / VALIDATION).glob("iter-*")):
-            number = folder.name.removeprefix("iter-")
-            if number.isdigit() and int(number) > iteration:
+        for folder in sorted((self.path / VALIDATION).glob("*-*")):
+            of, _, number = folder.name.partition("-")
+            if of in VALIDATIONS and number.isdigit() and int(number) > iteration:
                 remove_path(folder)
 
     # ------------------------------------------------------------------ the metrics journal

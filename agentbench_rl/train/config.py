@@ -25,6 +25,7 @@ from agentbench_rl.estimators.common import AdvantageNorm
 from agentbench_rl.estimators.registry import EstimatorSpec
 from agentbench_rl.estimators.registry import resolve as resolve_estimator
 from agentbench_rl.extras import install_hint, missing_modules
+from agentbench_rl.models.drrn import DRRNConfig
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
 from agentbench_rl.rollout.batched import Reward
@@ -70,13 +71,14 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         *("seed", "iterations"),
     ),
     "rollouts": (
-        *("n_tasks", "group_size", "train_split", "train_categories", "max_steps", "history"),
+        *("n_tasks", "group_size", "train_split", "train_categories", "train_panel"),
+        *("max_steps", "history"),
         *("history_observations", "instruction", "action_mode", "temperature", "top_p"),
         *("max_new_tokens", "max_prompt_tokens", "forward_batch_size"),
     ),
     "rewards and the estimator": (
         *("reward", "success_reward", "invalid_penalty", "gamma", "hidden_layer"),
-        "advantage_norm",
+        *("advantage_norm", "advantage_dose"),
     ),
     "PPO-clip": (
         *("learning_rate", "clip_ratio", "kl_coef", "entropy_coef", "ppo_epochs"),
@@ -90,7 +92,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         *("backend", "ray_address", "env_workers", "env_server", "engine"),
         *("vllm_gpu_memory_utilization", "device", "dtype", "torch_threads"),
     ),
-    "the tiny models and the warm start": ("tiny", "tiny_vl", "bc"),
+    "the tiny models and the warm start": ("tiny", "tiny_vl", "drrn", "bc"),
 }
 
 Positive = Annotated[Whole, Field(ge=1)]
@@ -108,6 +110,11 @@ NonNegative = Annotated[Number, Field(ge=0)]
 Backend = Literal["local", "ray"]
 Engine = Literal["hf", "vllm"]
 DType = Literal["float32", "bfloat16", "float16"]
+#: The models a run builds on the spot (``model:``), and the config section each one reads.
+BUILT_MODELS = {"tiny": "tiny", "tiny-vl": "tiny_vl", "drrn": "drrn"}
+#: The seed a training panel is drawn with (``train_panel``): one panel per env, split,
+#: categories and size, whatever the run's seed.
+PANEL_SEED = 0
 
 
 def _field(default: Any, *metadata: Mapping[str, Any], **kwargs: Any) -> Any:
@@ -169,6 +176,12 @@ class TrainConfig(Spec):
     # Train (and behaviour-clone) only on tasks of these categories (the env's category(), such
     # as TextCraft's "depth-1"); empty: every task of the split.
     train_categories: list[Text] = _field(list, WARM_START)
+    # A fixed panel: train (and behaviour-clone) on this many tasks of the train split (of
+    # train_categories), drawn once with PANEL_SEED, the same panel for every run and seed; each
+    # validation then also plays the panel (``panel_...`` metrics). None: the whole split.
+    train_panel: Annotated[Whole, Field(ge=1, le=MAX_TASKS)] | None = _field(
+        None, WARM_START, ADDED_LATER
+    )
     # the env's step limit when None
     max_steps: Annotated[Whole, Field(ge=1, le=MAX_STEPS)] | None = _field(None, WARM_START)
     history: Annotated[Whole, Field(ge=0)] = _field(2, WARM_START)
@@ -192,6 +205,11 @@ class TrainConfig(Spec):
     # standard deviation over the iteration's rows (mean and signs kept), so the fixed KL and
     # entropy weights mean the same for every estimator (their raw scales differ up to ~4x).
     advantage_norm: AdvantageNorm = "none"
+    # A dose-matched comparison (estimators.common.match_dose): of the rows with a non-zero
+    # advantage, a seeded uniform draw of this share of the iteration's rows keeps its value,
+    # the others train with 0, before advantage_norm; so every estimator trains as many rows.
+    # None: every row as the estimator gave it.
+    advantage_dose: Annotated[Number, Field(gt=0, le=1)] | None = _field(None, ADDED_LATER)
 
     # PPO-clip
     learning_rate: NonNegative = 1e-6
@@ -233,6 +251,7 @@ class TrainConfig(Spec):
 
     tiny: TinyModelConfig = _field(TinyModelConfig, WARM_START)
     tiny_vl: TinyVLConfig = _field(TinyVLConfig, WARM_START)  # model: tiny-vl
+    drrn: DRRNConfig = _field(DRRNConfig, WARM_START, ADDED_LATER)  # model: drrn
     bc: BCConfig = _field(BCConfig)
 
     def check(self) -> None:
@@ -270,6 +289,10 @@ class TrainConfig(Spec):
             raise ValueError(f"env_kwargs: env '{self.env}' {unknown}")
         if self.bc.loss == "choice" and self.action_mode != "choose":
             raise ValueError("bc.loss: 'choice' needs action_mode: choose")
+        if self.model == "drrn" and self.action_mode != "choose":
+            raise ValueError("model: drrn scores admissible actions: use action_mode: choose")
+        if self.model == "drrn" and self.bc.enabled and self.bc.loss != "choice":
+            raise ValueError("bc.loss: model drrn writes no tokens: use bc.loss: choice")
         if self.env_server is not None and self.backend == "ray":
             raise ValueError("env_server: served envs are stepped from this process, not Ray")
 
@@ -287,7 +310,7 @@ class TrainConfig(Spec):
                 raise ImportError(
                     f"{what} needs {extra}, which is not installed: {install_hint(extra)}"
                 )
-        if self.model in ("tiny", "tiny-vl") or Path(self.model).expanduser().is_dir():
+        if self.model in BUILT_MODELS or Path(self.model).expanduser().is_dir():
             return
         from huggingface_hub import try_to_load_from_cache
 
@@ -301,14 +324,17 @@ class TrainConfig(Spec):
             raise ValueError(f"{where}, and the hub cannot be reached ({reason})")
 
     def train_env(self) -> EnvSpec:
-        """The env the run trains (and behaviour-clones) on."""
-        return EnvSpec(
+        """The env the run trains (and behaviour-clones) on: its panel when ``train_panel``."""
+        env = EnvSpec(
             name=self.env,
             split=self.train_split,
             kwargs=self.env_kwargs,
             categories=tuple(self.train_categories),
             max_steps=self.max_steps,
         )
+        if self.train_panel is None:
+            return env
+        return env.panel_of(self.train_panel, PANEL_SEED, what="train_panel")
 
     def val_env(self) -> EnvSpec:
         """The env the run validates on."""
@@ -384,6 +410,21 @@ class TrainConfig(Spec):
             limit=self.val_limit,
         )
 
+    def panel_eval(self, policy: Path) -> EvalConfig | None:
+        """With ``train_panel``, the evaluation of the weights in ``policy`` on the training
+        panel (every panel task, the validation's seeds and greediness); else ``None``.
+
+        Example:
+            >>> config = TrainConfig(env="textcraft", val_split="test", train_panel=4)
+            >>> len(config.panel_eval(Path("run/val-policy")).tasks())
+            4
+        """
+        if self.train_panel is None:
+            return None
+        return self.validation_eval(policy).model_copy(
+            update={"env": self.train_env(), "limit": None}
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (what ``config.yaml`` of a run holds)."""
         return self.model_dump()
@@ -433,7 +474,11 @@ class TrainConfig(Spec):
             True
         """
         values = _warm_start(self)
-        values.pop("tiny_vl" if self.model != "tiny-vl" else "tiny")
+        # the model section in use only (a hub model keeps ``tiny``, as its cached starts do)
+        used = BUILT_MODELS.get(self.model, "tiny")
+        for section in BUILT_MODELS.values():
+            if section != used:
+                values.pop(section, None)
         if not self.train_categories:  # BC results cached before the field existed stay valid
             values.pop("train_categories")
         values["seed"] = self.warm_start_seed()

@@ -9,8 +9,10 @@ One file, top to bottom (CleanRL style). Per iteration:
    papers' ``10 * won``) or the env's own reward (``reward="env"``);
 3. the estimator turns the ``StepBatch`` into one advantage per row (``estimators.compute``,
    with the trainer's ``gamma`` and the invalid-action penalty 0.1 passed to estimators that take
-   them), optionally divided by their batch standard deviation (``advantage_norm``); every token
-   of a row's answer gets the row's advantage;
+   them), optionally cut to a matched dose (``advantage_dose``) and divided by their batch
+   standard deviation (``advantage_norm``); every token of a row's answer gets the row's
+   advantage. Each iteration logs the dose, the share of rows with a non-zero advantage
+   (``adv/dose``, and ``adv/trained_dose`` after the cut), and the scale (``adv/raw_abs_mean``);
 4. PPO-clip on the answer tokens' log-probs, token-mean over the minibatch (in ``choose`` mode
    the one "token" of a row is the action, its probability the softmax of the admissible
    actions' scores, so ρ, the KL and the entropy are those of the action distribution):
@@ -58,9 +60,10 @@ from rich.progress import Progress
 from agentbench_rl.agents.policy import PolicyAgent
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
-from agentbench_rl.estimators.common import normalize_advantages
+from agentbench_rl.estimators.common import dose, match_dose, normalize_advantages
 from agentbench_rl.estimators.registry import EstimatorSpec
 from agentbench_rl.harness.provenance import machine
+from agentbench_rl.models.drrn import build_drrn
 from agentbench_rl.models.policy import (
     Policy,
     choice_logprobs,
@@ -138,11 +141,11 @@ def bc_key(config: TrainConfig) -> str:
 def initial_policy(
     config: TrainConfig, device: str, progress: Progress | LineProgress | None
 ) -> tuple[Policy, dict[str, float]]:
-    """The policy RL starts from: the tiny model or a Hugging Face one, after behaviour cloning
-    when ``bc.enabled``. A BC result in ``bc.cache_dir`` (its folder named by the warm start's
-    identity) is reused, its weights checked against its start record; a campaign that ships
-    its start there starts from the same weights on any machine (BC's float sums differ
-    between CPUs)."""
+    """The policy RL starts from: the tiny model, the DRRN or a Hugging Face one, after
+    behaviour cloning when ``bc.enabled``. A BC result in ``bc.cache_dir`` (its folder named by
+    the warm start's identity) is reused, its weights checked against its start record; a
+    campaign that ships its start there starts from the same weights on any machine (BC's float
+    sums differ between CPUs)."""
     cache = Path(config.bc.cache_dir) / bc_key(config) if config.bc.cache_dir else None
     if config.bc.enabled and cache is not None and (cache / DONE_FILE).is_file():
         check_start(cache)
@@ -150,7 +153,10 @@ def initial_policy(
         return load_policy(cache, config, device), stats
     warm_seed = config.warm_start_seed()
     image_processor = None
-    if config.model in ("tiny", "tiny-vl"):
+    if config.model == "drrn":
+        model, tokenizer = build_drrn(config.drrn, warm_seed)
+        model = model.to(device)
+    elif config.model in ("tiny", "tiny-vl"):
         sizes = config.tiny if config.model == "tiny" else config.tiny_vl
         texts = tokenizer_texts(
             config.train_env(), config.prompt_config(), sizes.tokenizer_episodes, warm_seed
@@ -450,21 +456,28 @@ def ppo_update(
 def validate(policy: Policy, config: TrainConfig, run: RunFolder, iteration: int) -> MetricsRow:
     """Evaluate the policy on the val split through the harness: the in-memory policy plays as
     the ``hf:`` agent of the weights also saved in ``run/val-policy`` (so the results name a
-    folder that replays them); results in ``run/val/iter-NNNN``. Episodes play in lockstep
+    folder that replays them); results in ``run/val/iter-NNNN``, and with a training panel
+    the panel's in ``run/val/panel-NNNN``. Episodes play in lockstep
     batches of ``forward_batch_size`` (one batched forward per step), which changes no number."""
     from agentbench_rl.harness.config import RunOptions
     from agentbench_rl.harness.evaluate import evaluate
 
     folder = run.validation_policy
     policy.save(folder)
-    eval_config = config.validation_eval(folder)
-    summary = evaluate(
-        eval_config,
-        run.validation(iteration),
-        RunOptions(resume=True, batch_size=config.forward_batch_size),
-        agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
-    )
-    return validation_figures(summary, config.val_greedy)
+    row: MetricsRow = {}
+    evaluations = [("val", config.validation_eval(folder), run.validation(iteration))]
+    panel = config.panel_eval(folder)
+    if panel is not None:
+        evaluations.append(("panel", panel, run.validation(iteration, "panel")))
+    for prefix, eval_config, out in evaluations:
+        summary = evaluate(
+            eval_config,
+            out,
+            RunOptions(resume=True, batch_size=config.forward_batch_size),
+            agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
+        )
+        row.update(validation_figures(summary, config.val_greedy, prefix))
+    return row
 
 
 def rollout_metrics(rollout: RolloutBatch) -> MetricsRow:
@@ -754,7 +767,10 @@ def train_iteration(
     batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
     result = estimator.compute(batch)
     raw = np.asarray(result.advantages, dtype=np.float64)
-    advantages = normalize_advantages(raw, config.advantage_norm)
+    trained = raw
+    if config.advantage_dose is not None:
+        trained = match_dose(raw, config.advantage_dose, seed_from(config.seed, "dose", iteration))
+    advantages = normalize_advantages(trained, config.advantage_norm)
     estimated = time.perf_counter()
 
     # 4. PPO-clip against the sampling policy, KL to the frozen reference
@@ -779,6 +795,9 @@ def train_iteration(
         **rollout_metrics(rollout),
         "adv/raw_mean": float(raw.mean()),
         "adv/raw_std": float(raw.std()),
+        "adv/raw_abs_mean": float(np.abs(raw).mean()),
+        "adv/dose": dose(raw),
+        "adv/trained_dose": dose(trained),
         "adv/mean": float(advantages.mean()),
         "adv/std": float(advantages.std()),
         "adv/min": float(advantages.min()),

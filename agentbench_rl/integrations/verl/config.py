@@ -103,6 +103,8 @@ def check_verl_config(config: TrainConfig) -> TrainConfig:
         )
     if config.action_mode != "generate":
         raise ValueError("engine verl samples free text: use action_mode generate")
+    if config.advantage_dose is not None:
+        raise ValueError("advantage_dose: the dose-matched comparison runs on the home trainer")
     defaults = type(config)(env=config.env)
     changed = [
         name for name in VALIDATION_SETTINGS if getattr(config, name) != getattr(defaults, name)
