@@ -34,8 +34,10 @@ PROMPT = build_prompt(
 
 
 def hashed(part: str, gram: str, buckets: int) -> int:
-    """A feature id as the module's docstring defines it: CRC-32 of the salted gram."""
-    return zlib.crc32(f"{part}\x1f{gram}".encode()) % buckets + 1
+    """A feature id as the module's docstring defines it: CRC-32 of the salted gram, in the
+    part's range (context, listed, current: 1, 1 + buckets, 1 + 2 buckets; actions: 1)."""
+    ranges = {"context": 0, "listed": 1, "current": 2}
+    return zlib.crc32(f"{part}\x1f{gram}".encode()) % buckets + 1 + ranges.get(part, 0) * buckets
 
 
 def test_an_action_is_its_words_its_bigram_and_itself() -> None:
@@ -54,8 +56,11 @@ def test_a_grid_becomes_cells_and_the_rest_words_by_part() -> None:
     ids = features(PROMPT + "\n<action>")["input_ids"]
     parts = PromptParts.of(PROMPT)
     assert parts.current == ("#####", "#P_O#", "#_X_#", "#####")
-    # the grid's 20 cells, as (row, column, symbol), come last; P sits at row 1, column 1
-    assert ids[-20:][6] == hashed("grid", "1,1,P", 10_000)
+    # the grid's 20 cells, as (row, column, symbol), then their 20 3x3 neighbourhoods, come
+    # last; P sits at row 1, column 1, and its neighbourhood reads "###", "#P_", "#_X"
+    assert ids[-40:][6] == hashed("current", "grid 1,1,P", 10_000)
+    assert ids[-20:][6] == hashed("current", "patch ####P_#_X", 10_000)
+    assert ids[-20:][0] == hashed("current", "patch     ## #P", 10_000)  # a corner, padded
     assert hashed("listed", "up", 10_000) in ids  # an admissible action, as listed
     assert hashed("current", "#", 10_000) not in ids  # grid rows give no words
     no_grid = TextFeatures(buckets=10_000, grid=False)(PROMPT)["input_ids"]
@@ -76,12 +81,19 @@ def test_grid_rows_by_hand(lines: list[str], rows: range) -> None:
     assert grid_rows(lines) == rows
 
 
-def numpy_scores(model: DRRN, prompt: list[int], actions: list[list[int]]) -> np.ndarray:
+def numpy_scores(
+    model: DRRN, prompt: list[int], actions: list[list[int]], buckets: int
+) -> np.ndarray:
     """The towers written out in numpy from the module docstring's equations."""
     weights = {name: p.detach().double().numpy() for name, p in model.named_parameters()}
 
-    def tower(name: str, ids: list[int]) -> np.ndarray:
-        bag = weights[f"{name}.bag.weight"][ids].mean(axis=0)
+    def tower(name: str, ids: list[int], parts: int) -> np.ndarray:
+        table = weights[f"{name}.bag.weight"]
+        means = []
+        for part in range(parts):  # each part's mean, zeros where it has no feature
+            mine = [i for i in ids if part * buckets < i <= (part + 1) * buckets]
+            means.append(table[mine].mean(axis=0) if mine else np.zeros(table.shape[1]))
+        bag = np.concatenate(means)
         normed = (bag - bag.mean()) / np.sqrt(bag.var() + 1e-5)
         normed = normed * weights[f"{name}.norm.weight"] + weights[f"{name}.norm.bias"]
         hidden = np.maximum(
@@ -89,8 +101,8 @@ def numpy_scores(model: DRRN, prompt: list[int], actions: list[list[int]]) -> np
         )
         return weights[f"{name}.out.weight"] @ hidden + weights[f"{name}.out.bias"]
 
-    state = tower("state", prompt)
-    return np.array([state @ tower("action", ids) for ids in actions])
+    state = tower("state", prompt, 3)
+    return np.array([state @ tower("action", ids, 1) for ids in actions])
 
 
 def test_scores_are_the_two_towers_dot_product() -> None:
@@ -101,7 +113,7 @@ def test_scores_are_the_two_towers_dot_product() -> None:
     actions = [features(f"{a}</action>")["input_ids"] for a in ("up", "down", "left")]
     scored = model.score_choices([prompt], [actions], temperature=0.5)
     assert scored.pair_rows.tolist() == [0, 0, 0] and scored.pair_columns.tolist() == [0, 1, 2]
-    expected = numpy_scores(model, prompt, actions) / 0.5
+    expected = numpy_scores(model, prompt, actions, buckets=64) / 0.5
     assert np.allclose(scored.scores.detach().numpy(), expected, atol=1e-5)
 
 
@@ -118,10 +130,8 @@ def test_the_hidden_state_is_the_state_tower_output() -> None:
     model, features = build_drrn(DRRNConfig(width=8, buckets=64), seed=0)
     policy = Policy(model, features, PromptConfig(mode="choose"), hidden_layer=1)
     out = policy.act([PROMPT], [["up", "down"]], torch.Generator(), capture_hidden=True)
-    prompt = features(PROMPT)["input_ids"]
     with torch.no_grad():
-        bag = model.state.bag(torch.tensor(prompt), torch.tensor([0]))
-        state = model.state.out(torch.relu(model.state.hidden(model.state.norm(bag))))
+        state = model.state([features(PROMPT)["input_ids"]])[2]
     assert out.hidden is not None and np.allclose(out.hidden, state.numpy(), atol=1e-6)
 
 

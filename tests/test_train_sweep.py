@@ -307,7 +307,7 @@ def test_paired_comparisons_against_grpo_and_gigpo(tmp_path: Path) -> None:
     assert set(rows) == {
         (e, b, m)
         for e, b in (("gigpo", "grpo"), ("rloo", "grpo"), ("rloo", "gigpo"))  # no mirror row
-        for m in ("mean", "final")
+        for m in ("mean", "final", "iterations_to_95")
     }
     final = rows[("gigpo", "grpo", "final")]
     # d = [0.1, 0.2, 0.1]: mean 0.1333, t = 4 on 2 degrees of freedom (scipy's ttest_rel)
@@ -325,7 +325,10 @@ def test_paired_comparisons_against_grpo_and_gigpo(tmp_path: Path) -> None:
     # the unfinished rloo seed 2 still counts for its cell, and reached 0.95 at iteration 5
     assert summary["cells"]["toy-rloo"]["threshold_95"]["first_iteration"]["2"] == 5
     markdown = (sweep.out / "toy" / "summary.md").read_text()
-    assert "| toy | gigpo | grpo | final | 3 | +0.133 [" in markdown
+    assert "| toy | gigpo | grpo | val_success | final | 3 | +0.133 [" in markdown
+    # iterations to 0.95: rloo's seed 2 at 5, the others never (counted at 15, one interval on)
+    assert summary["cells"]["toy-rloo"]["iterations_to_95"]["mean"] == pytest.approx(35 / 3, 1e-3)
+    assert rows[("gigpo", "grpo", "iterations_to_95")]["mean"] == 0.0
     assert "| rloo | 3 (2) |" in markdown and "1/3 (first at 5)" in markdown
 
 

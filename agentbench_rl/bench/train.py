@@ -17,7 +17,8 @@ are compared is configuration: the base is the config's ``estimator``, the candi
 ``--candidate`` (default :data:`DEFAULT_CANDIDATE`).
 
 ``--versus MODEL`` measures instead what one iteration of the config costs with its own
-model against ``MODEL`` on the same config (e.g. ``tiny-vl`` against the text ``tiny`` on visual
+model against ``MODEL`` on the same config (and the rows per second of each: the ``drrn``
+against the ``tiny`` LM in the same loop) (e.g. ``tiny-vl`` against the text ``tiny`` on visual
 Sokoban: the text policy reads the grid only), again alternating A-B, B-A, and how many bytes of
 pixel values the iteration's rows hold per row (rows showing one frame share its tensor).
 """
@@ -226,6 +227,9 @@ def compare_models(config: TrainConfig, other: str, repeats: int = 3) -> dict[st
         "other_pixel_kb_per_row": pixels["other"] / 1000 / rows["other"],
     }
     results["ratio"] = results["model_s"] / results["other_s"]
+    results["rows_per_s_ratio"] = (results["model_rows"] / results["model_s"]) / (
+        results["other_rows"] / results["other_s"]
+    )
     return results
 
 
@@ -252,6 +256,7 @@ def run(
             table.add_column("rows", justify="right")
             table.add_column("seconds", justify="right")
             table.add_column("ms per row", justify="right")
+            table.add_column("rows per second", justify="right")
             table.add_column("pixel KB per row", justify="right")
             for name, side in ((config.model, "model"), (versus, "other")):
                 rows, spent = compared[f"{side}_rows"], compared[f"{side}_s"]
@@ -259,11 +264,16 @@ def run(
                     name,
                     f"{rows:.0f}",
                     f"{spent:.2f}",
-                    f"{1000 * spent / rows:.1f}",
+                    f"{1000 * spent / rows:.2f}",
+                    f"{rows / spent:.0f}",
                     f"{compared[f'{side}_pixel_kb_per_row']:.1f}",
                 )
             console.print(table)
-            console.print(f"{config.model} / {versus}: {compared['ratio']:.2f}x per iteration")
+            console.print(
+                f"{config.model} / {versus}: {compared['ratio']:.2f}x the time per iteration, "
+                f"{compared['rows_per_s_ratio']:.1f}x the rows per second "
+                f"(torch threads: {config.torch_threads})"
+            )
         return compared
     with progress_display(console) as progress:
         bar = progress.add_task(

@@ -4,23 +4,29 @@ A DRRN (He et al. 2016, "Deep Reinforcement Learning with a Natural Language Act
 two towers, one over the prompt (the state) and one over each admissible action, and the
 action's score is their dot product,
 
-    ``h_s = W_2 relu(W_1 LN(bag(φ(s))))``,   ``h_a = U_2 relu(U_1 LN(bag(ψ(a))))``,
+    ``h_s = W_2 relu(W_1 LN([bag(φ_c(s)); bag(φ_l(s)); bag(φ_o(s))]))``,
+    ``h_a = U_2 relu(U_1 LN(bag(ψ(a))))``,
     ``score(s, a) = h_s · h_a / T``,          ``π(a | s) = softmax_a score(s, a)``,
 
-where ``bag`` is the mean of the hashed features' embeddings (``torch.nn.EmbeddingBag``), ``LN``
-a layer norm and ``T`` the temperature. It plays and trains in ``choose`` mode only, through the
-same code as a language model (:func:`~agentbench_rl.models.policy.score_choices` hands the
-scoring to :meth:`DRRN.score_choices`): the same episode driver, estimators, PPO-clip,
-behaviour cloning (``bc.loss: choice``), validation, run folders and sweeps.
+where ``bag`` is the mean of the hashed features' embeddings (``torch.nn.EmbeddingBag``; zeros
+for a part without features), taken apart for the prompt's context ``φ_c``, listed actions
+``φ_l`` and current observation ``φ_o`` and put side by side, so a long history does not drown
+the observation; ``LN`` is a layer norm and ``T`` the temperature. It plays and trains in
+``choose`` mode only, through the same code as a language model
+(:func:`~agentbench_rl.models.policy.score_choices` hands the scoring to
+:meth:`DRRN.score_choices`): the same episode driver, estimators, PPO-clip, behaviour cloning
+(``bc.loss: choice``), validation, run folders and sweeps.
 
 Features (:class:`TextFeatures`, the model's "tokenizer": text in, feature ids out). The prompt
 is read back into its parts (:class:`~agentbench_rl.prompting.PromptParts`: context, current
 observation, admissible actions) and each part's lines give word unigrams and bigrams, hashed
-(CRC-32, stable across processes) into ``buckets`` ids salted by the part, so "apple" in the
-current observation and "apple" in the history are different features. Where the current
+(CRC-32, stable across processes) into the part's own range of ``buckets`` ids, so "apple" in
+the current observation and "apple" in the history are different features. Where the current
 observation holds a character grid (three or more lines of equal length without spaces:
-Sokoban's), each cell gives a feature of (row, column, symbol) instead: a one-hot of the grid,
-which the first layer reads as a fully connected grid encoder. An action's features are its
+Sokoban's), each cell gives a feature of (row, column, symbol) instead (a one-hot of the grid,
+which the first layer reads as a fully connected grid encoder) and one of its 3x3
+neighbourhood wherever it lies (the local patterns a convolution's first layer reads, so what
+is learnt at one place of a level holds at another). An action's features are its
 words, bigrams and the whole action.
 
 What it can represent: any function of the bag of features through a two-layer MLP per tower,
@@ -64,11 +70,14 @@ WEIGHTS_FILE = "model.safetensors"
 FEATURES_FILE = "features.json"
 #: The version of the feature scheme (tokens, salts, hashing): a saved model is read only by the
 #: scheme it was trained with.
-FEATURES_VERSION = 1
+FEATURES_VERSION = 3
 #: Entries the line cache keeps before it starts afresh (lines repeat across steps and groups).
 CACHE_LINES = 200_000
 
 _TOKEN = re.compile(r"[a-z]+|\d+|[^\sa-z\d]")
+#: The prompt's parts, in the order their features come: each has its own range of ids
+#: (``buckets`` each) and its own mean in the state tower.
+PARTS = ("context", "listed", "current")
 
 
 class DRRNConfig(Spec):
@@ -76,7 +85,7 @@ class DRRNConfig(Spec):
 
     buckets: Annotated[Whole, Field(ge=16, le=2**22)] = 2**14  # hashed feature ids
     width: Annotated[Whole, Field(ge=2, le=4096)] = 64  # of the embeddings and both towers
-    grid: Flag = True  # a character grid in the observation as (row, column, symbol) cells
+    grid: Flag = True  # a character grid in the observation as cells and 3x3 patterns
 
 
 class TextFeatures:
@@ -108,7 +117,11 @@ class TextFeatures:
         return {"input_ids": self.prompt_ids(text)}
 
     def _hashed(self, part: str, grams: Sequence[str]) -> tuple[int, ...]:
-        return tuple(zlib.crc32(f"{part}\x1f{gram}".encode()) % self.buckets + 1 for gram in grams)
+        """The grams' ids in ``part``'s range (a prompt part's, :data:`PARTS`; else the first)."""
+        base = PARTS.index(part) * self.buckets + 1 if part in PARTS else 1
+        return tuple(
+            zlib.crc32(f"{part}\x1f{gram}".encode()) % self.buckets + base for gram in grams
+        )
 
     def _line(self, part: str, line: str) -> tuple[int, ...]:
         """A line's unigram and bigram ids (cached: lines repeat across steps and groups)."""
@@ -127,8 +140,8 @@ class TextFeatures:
         return [*self._line("action", action), *self._hashed("action=", [action.lower()])]
 
     def prompt_ids(self, text: str) -> list[int]:
-        """A prompt's ids: context, admissible actions, then the current observation (last:
-        the policy's ``max_prompt_tokens`` cut keeps the end)."""
+        """A prompt's ids, part by part in :data:`PARTS` order (context, admissible actions,
+        current observation: the policy's ``max_prompt_tokens`` cut keeps the end)."""
         parts = PromptParts.of(text)
         ids: list[int] = []
         for line in parts.context:
@@ -137,19 +150,33 @@ class TextFeatures:
             ids.extend(self._line("listed", action))
         grid = grid_rows(parts.current) if self.grid else range(0)
         for row, line in enumerate(parts.current):
-            if row in grid:
-                ids.extend(self._cells(row - grid.start, line))
-            else:
+            if grid and row == grid.start:
+                ids.extend(self._grid(parts.current[grid.start : grid.stop]))
+            elif row not in grid:
                 ids.extend(self._line("current", line))
         return ids
 
-    def _cells(self, row: int, line: str) -> tuple[int, ...]:
-        """The (row, column, symbol) ids of one grid row."""
-        key = (f"grid{row}", line)
+    def _grid(self, lines: Sequence[str]) -> tuple[int, ...]:
+        """A grid's ids (the current observation's part): each cell's (row, column, symbol),
+        and each cell's 3x3 neighbourhood wherever it lies (a translation-invariant local
+        pattern, as a convolution's first layer sees it; outside the grid reads as a space)."""
+        key = ("grid", "\n".join(lines))
         cached = self._lines.get(key)
         if cached is None:
-            grams = [f"{row},{column},{symbol}" for column, symbol in enumerate(line)]
-            cached = self._lines[key] = self._hashed("grid", grams)
+            grams = [
+                f"grid {row},{column},{symbol}"
+                for row, line in enumerate(lines)
+                for column, symbol in enumerate(line)
+            ]
+            padded = [" " * (len(lines[0]) + 2), *(f" {line} " for line in lines)]
+            padded.append(padded[0])
+            grams += [
+                "patch "
+                + "".join(padded[row + dr][column + dc] for dr in range(3) for dc in range(3))
+                for row in range(len(lines))
+                for column in range(len(lines[0]))
+            ]
+            cached = self._lines[key] = self._hashed("current", grams)
         return cached
 
     def settings(self) -> dict[str, Any]:
@@ -194,31 +221,38 @@ class _Settings:
         self.num_hidden_layers = 2  # the hidden states: LN(bag), relu(W_1 ·), h_s
 
 
-def _bags(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """Flat ids and offsets for ``EmbeddingBag`` (an empty row reads the padding id alone)."""
-    rows = [row if len(row) else (0,) for row in rows]
-    lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
-    offsets = torch.cumsum(lengths, 0) - lengths
-    flat = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
-    return flat.to(device), offsets.to(device)
-
-
 class Tower(torch.nn.Module):
-    """One tower: the mean of its features' embeddings, a layer norm, a ReLU layer and a
-    linear output."""
+    """One tower: per part of its input (``parts``), the mean of its features' embeddings;
+    the means side by side through a layer norm, a ReLU layer and a linear output."""
 
-    def __init__(self, size: int, width: int) -> None:
+    def __init__(self, buckets: int, width: int, parts: int = 1) -> None:
         super().__init__()
-        self.bag = torch.nn.EmbeddingBag(size, width, mode="mean", padding_idx=0)
-        self.norm = torch.nn.LayerNorm(width)
-        self.hidden = torch.nn.Linear(width, width)
+        self.buckets, self.parts = buckets, parts
+        size = parts * buckets + 1
+        self.bag = torch.nn.EmbeddingBag(size, width, mode="sum", padding_idx=0)
+        self.norm = torch.nn.LayerNorm(parts * width)
+        self.hidden = torch.nn.Linear(parts * width, width)
         self.out = torch.nn.Linear(width, width)
 
     def forward(
-        self, flat: torch.Tensor, offsets: torch.Tensor
+        self, rows: Sequence[Sequence[int]]
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Each bag's layers: the normed mean embedding, the ReLU layer, the output."""
-        bag = self.norm(self.bag(flat, offsets))
+        """Each row's layers: its parts' normed means, the ReLU layer, the output. A row's ids
+        come part by part (a part's ids lie in its range of ``buckets``); a part without ids
+        reads zeros."""
+        device = self.bag.weight.device
+        lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)
+        flat = torch.tensor(list(chain.from_iterable(rows)), dtype=torch.long)
+        row_of = torch.repeat_interleave(torch.arange(len(rows)), lengths)
+        segment = row_of * self.parts + torch.div(flat - 1, self.buckets, rounding_mode="floor")
+        keys, counts = torch.unique_consecutive(segment, return_counts=True)
+        offsets = torch.cumsum(counts, 0) - counts
+        weights = (1.0 / counts.float()).repeat_interleave(counts)
+        means = self.bag(flat.to(device), offsets.to(device), per_sample_weights=weights.to(device))
+        width = self.bag.embedding_dim
+        placed = torch.zeros((len(rows) * self.parts, width), device=device, dtype=means.dtype)
+        placed = placed.index_copy(0, keys.to(device), means)
+        bag = self.norm(placed.view(len(rows), self.parts * width))
         hidden = torch.relu(self.hidden(bag))
         return bag, hidden, self.out(hidden)
 
@@ -230,8 +264,8 @@ class DRRN(torch.nn.Module):
     def __init__(self, config: DRRNConfig, seed: int = 0) -> None:
         super().__init__()
         self.config = _Settings(config)
-        self.state = Tower(config.buckets + 1, config.width)
-        self.action = Tower(config.buckets + 1, config.width)
+        self.state = Tower(config.buckets, config.width, parts=len(PARTS))
+        self.action = Tower(config.buckets, config.width)
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
             for tower in (self.state, self.action):
@@ -253,8 +287,8 @@ class DRRN(torch.nn.Module):
         """Every row's admissible actions scored (``h_s · h_a / T``), rows in order, each row's
         actions in order; with ``capture_hidden`` the state tower's layers, ``h_s`` last."""
         device = self.state.bag.weight.device
-        states = self.state(*_bags(prompt_ids, device))
-        actions = self.action(*_bags([a for row in choices for a in row], device))
+        states = self.state(prompt_ids)
+        actions = self.action([a for row in choices for a in row])
         counts = torch.tensor([len(row) for row in choices], dtype=torch.long, device=device)
         pair_rows = torch.repeat_interleave(torch.arange(len(choices), device=device), counts)
         starts = torch.cumsum(counts, 0) - counts

@@ -49,6 +49,12 @@ GRID_ORDER = ("env", "estimator", "model", "seed")
 PAIRING_KEYS = ("estimator", "seed")  # runs that differ only in these are compared in pairs
 BASELINES = ("grpo", "gigpo")  # every other estimator is compared with these
 THRESHOLD = 0.95
+#: The validation figures a run records: the val split's and, with a training panel, the panel's.
+FIGURES = ("val_success", "panel_success")
+FIGURE_LABELS = {"val_success": "validation success", "panel_success": "training-panel success"}
+#: The per-iteration figures of what the estimator handed PPO, averaged over a run: the dose
+#: (share of rows with a non-zero advantage), the dose trained after a matched cut, the scale.
+DOSE_FIGURES = {"dose": "adv/dose", "trained_dose": "adv/trained_dose", "scale": "adv/raw_abs_mean"}
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,9 @@ class Sweep:
     grid: dict[str, list[Any]]
     base: dict[str, Any]
     estimator_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The figure runs are compared on: ``val_success`` (the val split) or ``panel_success``
+    #: (runs with a training panel); the other one, where runs hold it, is summarised beside.
+    figure: str = "val_success"
 
     def runs(self, overrides: Sequence[str] = ()) -> list[SweepRun]:
         """Every run of the grid, cells in grid order, seeds innermost."""
@@ -124,6 +133,9 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
         isinstance(v, dict) for v in per_estimator.values()
     ):
         raise ValueError(f"{path}: estimator_params maps estimator names to parameter mappings")
+    figure = str(data.get("figure") or "val_success")
+    if figure not in FIGURES:
+        raise ValueError(f"{path}: figure '{figure}' (choose from {', '.join(FIGURES)})")
     name = str(data.get("name") or path.stem)
     if not _NAME.fullmatch(name):
         raise ValueError(
@@ -136,6 +148,7 @@ def load_sweep(path: Path, out: Path | None = None) -> Sweep:
         grid=grid,
         base=dict(data.get("base") or {}),
         estimator_params={str(k): dict(v) for k, v in per_estimator.items()},
+        figure=figure,
     )
     for run in sweep.runs():  # every cell, before the first run starts
         try:
@@ -221,9 +234,38 @@ def run_sweep(
     return summarize_sweep(sweep, overrides, console)
 
 
-def validation_curve(rows: Sequence[MetricsRow]) -> dict[int, float]:
-    """Iteration -> validation success of one run."""
-    return {int(r["iteration"]): float(r["val_success"]) for r in rows if "val_success" in r}
+def validation_curve(rows: Sequence[MetricsRow], figure: str = "val_success") -> dict[int, float]:
+    """Iteration -> validation success of one run (``figure``: ``panel_success`` for the
+    training panel's)."""
+    return {int(r["iteration"]): float(r[figure]) for r in rows if figure in r}  # type: ignore[literal-required]
+
+
+def iterations_to(curve: dict[int, float], threshold: float = THRESHOLD) -> tuple[int, bool]:
+    """The first validated iteration at which ``curve`` reaches ``threshold``, and whether it
+    did; a run that never did counts as one validation interval past its last (censored: the
+    figure then says "not within the budget", and a mean over seeds is a lower bound).
+
+    Example:
+        >>> iterations_to({0: 0.1, 10: 0.96, 20: 0.9}), iterations_to({0: 0.1, 10: 0.5})
+        ((10, True), (20, False))
+    """
+    for iteration in sorted(curve):
+        if curve[iteration] >= threshold:
+            return iteration, True
+    ordered = sorted(curve)
+    step = ordered[-1] - ordered[-2] if len(ordered) > 1 else 1
+    return ordered[-1] + step, False
+
+
+def dose_figures(rows: Sequence[MetricsRow]) -> dict[str, float]:
+    """A run's mean dose, trained dose and advantage scale over its training iterations
+    (:data:`DOSE_FIGURES`; those its rows do not hold are left out)."""
+    figures = {}
+    for name, key in DOSE_FIGURES.items():
+        values = [float(r[key]) for r in rows if key in r]  # type: ignore[literal-required]
+        if values:
+            figures[name] = round(sum(values) / len(values), 6)
+    return figures
 
 
 def _interval(values: list[float]) -> list[float] | None:
@@ -234,24 +276,32 @@ def _interval(values: list[float]) -> list[float] | None:
 
 
 def run_figures(curve: dict[int, float]) -> dict[str, float]:
-    """The two figures a run is compared on: the mean validation success over the validations
-    after the start (iteration 0 is the shared start, the same for every estimator) and the
-    final validation success.
+    """The figures a run is compared on: the mean validation success over the validations
+    after the start (the AUC; iteration 0 is the shared start, the same for every estimator),
+    the final validation success, and the iterations to 0.95 (:func:`iterations_to`).
 
     Example:
         >>> run_figures({0: 0.4, 5: 0.5, 10: 0.7})
-        {'mean': 0.6, 'final': 0.7}
+        {'mean': 0.6, 'final': 0.7, 'iterations_to_95': 15.0}
     """
     later = [value for iteration, value in curve.items() if iteration > 0] or [curve[min(curve)]]
-    return {"mean": round(sum(later) / len(later), 6), "final": curve[max(curve)]}
+    return {
+        "mean": round(sum(later) / len(later), 6),
+        "final": curve[max(curve)],
+        "iterations_to_95": float(iterations_to(curve)[0]),
+    }
 
 
 def paired_comparisons(
-    runs: Sequence[SweepRun], curves: dict[Path, dict[int, float]]
+    runs: Sequence[SweepRun],
+    curves: dict[Path, dict[int, float]],
+    figure: str = "val_success",
+    metrics: Sequence[str] = ("mean", "final"),
 ) -> list[dict[str, Any]]:
     """Each estimator minus GRPO and minus GiGPO, on the seeds both finished (same context),
-    for the mean of the validations and for the final one: difference, 95% t-interval,
-    paired t-test p-value, and the difference 80% power would detect with this many seeds."""
+    for each of ``metrics`` of ``figure``'s curves (:func:`run_figures`): difference, 95%
+    t-interval, paired t-test p-value, and the difference 80% power would detect with this
+    many seeds."""
     finished: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
     for run in runs:
         if run.folder in curves and run.finished:
@@ -269,7 +319,7 @@ def paired_comparisons(
             seeds = sorted(set(base) & set(figures))
             if not seeds:
                 continue
-            for metric in ("mean", "final"):
+            for metric in metrics:
                 difference = paired_difference(
                     [figures[s][metric] for s in seeds], [base[s][metric] for s in seeds]
                 )
@@ -278,6 +328,7 @@ def paired_comparisons(
                         "context": context,
                         "estimator": estimator,
                         "baseline": baseline,
+                        "figure": figure,
                         "metric": metric,
                         "seeds": seeds,
                         **difference.to_dict(),
@@ -295,18 +346,29 @@ def summarize_sweep(
     the 95%-threshold criterion; the paired comparisons with GRPO and GiGPO; written to
     ``<out>/<name>/summary.{json,md}`` with the plot."""
     runs = sweep.runs(overrides)
+    other = next(f for f in FIGURES if f != sweep.figure)
     cells: dict[str, dict[str, dict[int, float]]] = {}
     curves: dict[Path, dict[int, float]] = {}
+    other_cells: dict[str, dict[str, dict[int, float]]] = {}
+    other_curves: dict[Path, dict[int, float]] = {}
+    doses: dict[str, list[dict[str, float]]] = {}
     for run in runs:
-        curve = validation_curve(RunFolder(run.folder).read_metrics().rows)
+        rows = RunFolder(run.folder).read_metrics().rows
+        curve = validation_curve(rows, sweep.figure)
         if curve:
             cells.setdefault(run.cell, {})[str(run.seed)] = curve
             curves[run.folder] = curve
-    summary: dict[str, Any] = {"sweep": sweep.name, "cells": {}}
+            doses.setdefault(run.cell, []).append(dose_figures(rows))
+        beside = validation_curve(rows, other)
+        if beside:
+            other_cells.setdefault(run.cell, {})[str(run.seed)] = beside
+            other_curves[run.folder] = beside
+    summary: dict[str, Any] = {"sweep": sweep.name, "figure": sweep.figure, "cells": {}}
     for cell, by_seed in cells.items():
         starts = [curve[min(curve)] for curve in by_seed.values()]
         finals = [curve[max(curve)] for curve in by_seed.values()]
         means = [run_figures(curve)["mean"] for curve in by_seed.values()]
+        to_95 = [run_figures(curve)["iterations_to_95"] for curve in by_seed.values()]
         summary["cells"][cell] = {
             "seeds": sorted(by_seed, key=int),
             "finished_seeds": sorted(
@@ -321,14 +383,35 @@ def summarize_sweep(
                 for seed, curve in by_seed.items()
             },
             "threshold_95": threshold_crossing(by_seed, THRESHOLD).to_dict(),
+            "iterations_to_95": _mean_block(to_95),
+            "dose": {
+                name: _mean_block(values)
+                for name in DOSE_FIGURES
+                if (values := [d[name] for d in doses[cell] if name in d])
+            },
         }
-    summary["paired"] = paired_comparisons(runs, curves)
+        if cell in other_cells:
+            others = list(other_cells[cell].values())
+            summary["cells"][cell][other] = {
+                "start": _mean_block([curve[min(curve)] for curve in others]),
+                "mean": _mean_block([run_figures(curve)["mean"] for curve in others]),
+                "final": _mean_block([curve[max(curve)] for curve in others]),
+            }
+    metrics = ("mean", "final", "iterations_to_95")
+    summary["paired"] = paired_comparisons(runs, curves, sweep.figure, metrics)
+    if other_curves:
+        summary["paired"] += paired_comparisons(runs, other_curves, other)
     folder = sweep.out / sweep.name
     atomic_write_text(folder / "summary.json", json.dumps(summary, indent=1) + "\n")
     atomic_write_text(folder / "summary.md", summary_markdown(summary))
     if cells:
         try:
-            plot_curves(cells, folder / "success.png", sweep.name, _references(runs, cells))
+            labels = ("iteration", FIGURE_LABELS[sweep.figure])
+            references = _references(runs, cells)
+            plot_curves(cells, folder / "success.png", sweep.name, references, labels)
+            if other_cells:
+                labels = ("iteration", FIGURE_LABELS[other])
+                plot_curves(other_cells, folder / f"{other}.png", sweep.name, references, labels)
         except ImportError:  # matplotlib is the plot extra
             if console is not None:
                 console.print(f"no plot: {install_hint('plot')} for success.png")
@@ -356,9 +439,11 @@ def _mean_block(values: list[float]) -> dict[str, Any]:
     return {"mean": round(sum(values) / len(values), 4), "ci95": _interval(values)}
 
 
-def _ci_text(block: dict[str, Any]) -> str:
+def _ci_text(block: dict[str, Any], digits: int = 3) -> str:
     ci = block["ci95"]
-    return f"{block['mean']:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    return f"{block['mean']:.{digits}f}" + (
+        f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if ci else ""
+    )
 
 
 def _threshold_text(block: dict[str, Any]) -> str:
@@ -372,9 +457,11 @@ def _short(cell: str, sweep: str) -> str:
     return cell.removeprefix(f"{sweep}-")
 
 
-def _difference_text(row: dict[str, Any]) -> str:
+def _difference_text(row: dict[str, Any], digits: int = 3) -> str:
     ci = row["ci95"]
-    return f"{row['mean']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+    return f"{row['mean']:+.{digits}f}" + (
+        f" [{ci[0]:+.{digits}f}, {ci[1]:+.{digits}f}]" if ci else ""
+    )
 
 
 def _p_text(value: float | None) -> str:
@@ -384,47 +471,81 @@ def _p_text(value: float | None) -> str:
 def summary_markdown(summary: dict[str, Any]) -> str:
     """The summary as Markdown: the cells, then the paired comparisons."""
     name = summary["sweep"]
+    figure = summary.get("figure", "val_success")
+    other = next(f for f in FIGURES if f != figure)
+    label = FIGURE_LABELS[figure]
+    beside = any(other in block for block in summary["cells"].values())
+    dosed = any(block.get("dose") for block in summary["cells"].values())
     lines = [
         f"# {name}",
         "",
-        "Validation success over seeds (mean, 95% t-interval); start = iteration 0; mean = mean "
-        "of the validations after the start; reached 0.95 = seeds whose validation success "
-        "reached 0.95 (the 95%-threshold criterion).",
+        f"{label.capitalize()} ({figure}) over seeds (mean, 95% t-interval); start = iteration "
+        "0; mean = mean of the validations after the start (the AUC); reached 0.95 = seeds "
+        "that reached 0.95 (the 95%-threshold criterion); to 0.95 = iterations to 0.95, a seed "
+        "that never reached it counted one validation past the last (so a lower bound)"
+        + (
+            "; dose = share of rows with a non-zero advantage, scale = mean |A|, both over the "
+            "iterations"
+            if dosed
+            else ""
+        )
+        + (f"; {FIGURE_LABELS[other]} ({other}) beside" if beside else "")
+        + ".",
         "",
-        "| cell | seeds (finished) | start | mean | final | final iteration | reached 0.95 | "
-        "per seed (start -> final) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    header = ["cell", "seeds (finished)", "start", "mean", "final", "final iteration"]
+    header += ["reached 0.95", "to 0.95"]
+    header += ["dose", "scale"] if dosed else []
+    header += [f"{other}: start -> final"] if beside else []
+    header += ["per seed (start -> final)"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for cell, block in summary["cells"].items():
         per_seed = ", ".join(
             f"{seed}: {v['start']:.3f} -> {v['final']:.3f}" for seed, v in block["per_seed"].items()
         )
-        lines.append(
-            f"| {_short(cell, name)} | {len(block['seeds'])} ({len(block['finished_seeds'])}) | "
-            f"{_ci_text(block['start_success'])} | {_ci_text(block['mean_success'])} | "
-            f"{_ci_text(block['final_success'])} | {block['final_iteration']} | "
-            f"{_threshold_text(block['threshold_95'])} | {per_seed} |"
-        )
+        row = [
+            _short(cell, name),
+            f"{len(block['seeds'])} ({len(block['finished_seeds'])})",
+            _ci_text(block["start_success"]),
+            _ci_text(block["mean_success"]),
+            _ci_text(block["final_success"]),
+            str(block["final_iteration"]),
+            _threshold_text(block["threshold_95"]),
+            _ci_text(block["iterations_to_95"], 1) if "iterations_to_95" in block else "-",
+        ]
+        if dosed:
+            dose = block.get("dose", {})
+            row += [_ci_text(dose[k]) if k in dose else "-" for k in ("dose", "scale")]
+        if beside:
+            other_block = block.get(other)
+            row.append(
+                f"{other_block['start']['mean']:.3f} -> {_ci_text(other_block['final'])}"
+                if other_block
+                else "-"
+            )
+        lines.append("| " + " | ".join([*row, per_seed]) + " |")
     if summary.get("paired"):
         lines += [
             "",
             "## Paired comparisons",
             "",
             "Estimator minus baseline on the same seeds (finished runs only): mean difference "
-            "of validation success with its 95% t-interval, the paired t-test p-value, and the "
-            "difference these seeds would detect with 80% power at the 5% level.",
+            "with its 95% t-interval, the paired t-test p-value, and the difference these seeds "
+            "would detect with 80% power at the 5% level. mean: the AUC; iterations_to_95: "
+            "fewer is faster.",
             "",
-            "| context | estimator | minus | figure | seeds | difference [95% CI] | p | "
+            "| context | estimator | minus | figure | metric | seeds | difference [95% CI] | p | "
             "detectable (80% power) |",
-            "|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in summary["paired"]:
             detectable = row["detectable_80"]
+            digits = 1 if row["metric"] == "iterations_to_95" else 3
             lines.append(
                 f"| {row['context']} | {row['estimator']} | {row['baseline']} | "
-                f"{row['metric']} | {len(row['seeds'])} | {_difference_text(row)} | "
-                f"{_p_text(row['p_value'])} | "
-                f"{'-' if detectable is None else f'{detectable:.3f}'} |"
+                f"{row.get('figure', 'val_success')} | {row['metric']} | {len(row['seeds'])} | "
+                f"{_difference_text(row, digits)} | {_p_text(row['p_value'])} | "
+                f"{'-' if detectable is None else f'{detectable:.{digits}f}'} |"
             )
     return "\n".join(lines) + "\n"
 

@@ -155,16 +155,20 @@ def campaign_points(
     path: Path, env: str, fidelity: dict[tuple[str, str], float], set_envs: dict[str, str]
 ) -> list[Point]:
     """Points of a ``sweep`` summary on ``env``: each estimator's paired difference against GRPO
-    in mean validation success (GRPO's own is 0, a point as in :func:`learning_points`), and its
-    mean Pearson over the sets of ``env``."""
+    in mean validation success of the figure the sweep compares runs on (its training panel's,
+    where it has one; GRPO's own is 0, a point as in :func:`learning_points`), and its mean
+    Pearson over the sets of ``env``."""
     summary = _read(path, "paired", "a sweep summary (summary.json)")
     sets = [name for name, set_env in set_envs.items() if set_env == env]
     if not sets:
         raise ValueError(f"--campaign {env}=...: no credit set of env {env!r} is scored")
+    figure = summary.get("figure", "val_success")  # the figure the sweep compares runs on
     gains = {
         row["estimator"]: row["mean"]
         for row in summary["paired"]
-        if row["baseline"] == BASELINE and row["metric"] == "mean"
+        if row["baseline"] == BASELINE
+        and row["metric"] == "mean"
+        and row.get("figure", "val_success") == figure
     }
     if gains:
         gains[BASELINE] = 0.0
