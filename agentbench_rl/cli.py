@@ -447,9 +447,13 @@ def train_command(
     metrics = train(train_config, out, resume=resume, console=console)
     last = next((row for row in reversed(metrics) if "val_success" in row), None)
     if last is not None:
-        console.print(
-            f"validation success {last['val_success']:.3f} at iteration {last['iteration']}"
-        )
+        line = f"validation success {last['val_success']:.3f} at iteration {last['iteration']}"
+        if "panel_success" in last:  # a training panel: where the run started and where it is
+            line += (
+                f"; training panel {metrics[0].get('panel_success', 0.0):.3f} at the start, "
+                f"{last['panel_success']:.3f} now"
+            )
+        console.print(line)
     console.print(escape(f"run in {out}/ (metrics.jsonl, checkpoint/, val/)"))
 
 

@@ -53,6 +53,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # The recorded baselines and the campaign train for hours; their results are committed and
     # tests/test_train_sweep.py and tests/test_leaderboard_trained.py cover the commands.
     (r"baselines/sokoban-tiny-cpu(-campaign)?\.yaml|setsid nohup", "campaign"),
+    (r"^agentbench-rl sweep baselines/drrn-\w+-campaign\.yaml", "campaign"),
     # ALFWorld's own downloader and our default download fetch from GitHub: the download path is
     # tested against a local server in tests/test_data_install.py (--url on 127.0.0.1).
     (r"^alfworld-download$", "network"),
@@ -78,8 +79,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     (r"^agentbench-rl bench gpu(?!.*--dry-run)", "gpu"),
     (r"^agentbench-rl bench ", "slow"),
     (r"^agentbench-rl train --config baselines/sokoban-quickstart\.yaml", "slow"),
+    (r"^agentbench-rl train --config baselines/drrn-textcraft-quickstart\.yaml", "slow"),
     (r"^agentbench-rl train --env visual_sokoban --model tiny-vl", "slow"),
-    (r"--agent hf:runs/", "slow"),
+    (r"--agent '?hf:runs/", "slow"),
     (r"^agentbench-rl sweep ", "slow"),
     (r"^agentbench-rl data install alfworld --archive", "slow"),
     (r"^agentbench-rl eval --env webshop --split test --agent expert", "slow"),
