@@ -187,6 +187,7 @@ class NativeGame:
     # what each planner state allows and each recorded state hashes to, as played so far
     views: StateMemo[Choices] = field(default_factory=lambda: StateMemo())
     hashes: StateMemo[str] = field(default_factory=lambda: StateMemo())
+    feedbacks: StateMemo[dict[GroundAction, str]] = field(default_factory=lambda: StateMemo())
     fact_texts: FactTexts = field(init=False)
 
     def __post_init__(self) -> None:
@@ -436,8 +437,12 @@ class AlfredGame:
         action = self._command_actions[command]
         before = self.state_hash()
         apply(game.world, action, self._truth, self._facts)
-        feedback_rule = game.deriver.grammar.actions[action.schema.name].feedback
-        feedback = game.deriver.derive(feedback_rule, self._facts, game.mapping(action))
+        # the feedback reads the recorded facts after the action: remembered per state
+        said = game.feedbacks.get(self._facts, dict)
+        feedback = said.get(action)
+        if feedback is None:
+            rule = game.deriver.grammar.actions[action.schema.name].feedback
+            feedback = said[action] = game.deriver.derive(rule, self._facts, game.mapping(action))
         self._refresh()
         self._expert.played(command, state_changed=self.state_hash() != before)
         return feedback, True
