@@ -652,6 +652,14 @@ def bench_fidelity(
             "for bench credit."
         ),
     ] = None,
+    panel: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Draw the tasks from a training run's panel of this many tasks of the split "
+            "(its train_panel; --env).",
+        ),
+    ] = None,
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
     exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
@@ -678,6 +686,7 @@ def bench_fidelity(
         continuations=continuations,
         seed=seed,
         max_steps=max_steps,
+        panel=panel,
     )
     run_truth(
         settings, out, console_for(), parallel=parallel, export_set=export_set, made=made_by()

@@ -229,3 +229,15 @@ def test_a_panel_is_fixed_distinct_and_evaluated_as_such(tmp_path: Path) -> None
     assert EvalConfig.read(config.record()) == config
     summary = evaluate(config, tmp_path / "panel")
     assert summary["n_episodes"] == 5 and summary["complete_split"] is False
+
+
+def test_a_fidelity_run_draws_its_batch_from_the_training_panel() -> None:
+    from agentbench_rl.bench.truth import TruthSettings
+
+    settings = TruthSettings(env="textcraft", agent="random", categories=("depth-1",), panel=4)
+    spec = settings.env_spec()
+    trained = drrn_config(env="textcraft", train_categories=["depth-1"], train_panel=4)
+    assert spec.panel == trained.train_env().panel  # the campaign's panel, by the same draw
+    assert set(spec.draw_tasks(8, seed=0)) <= set(spec.panel)
+    with pytest.raises(ValueError, match="panel must be >= 1"):
+        TruthSettings(env="textcraft", agent="random", panel=0)

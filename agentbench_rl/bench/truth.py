@@ -91,9 +91,9 @@ METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
 
 @dataclass(frozen=True)
 class TruthSettings:
-    """One Monte-Carlo fidelity run: the env, split and task categories (none: every task), the
-    policy, the batch shape (``tasks`` x ``group_size``), K ``continuations`` per visited
-    prefix, the seed and γ."""
+    """One Monte-Carlo fidelity run: the env, split and task categories (none: every task) or a
+    training run's panel of them, the policy, the batch shape (``tasks`` x ``group_size``), K
+    ``continuations`` per visited prefix, the seed and γ."""
 
     env: str
     agent: str
@@ -106,8 +106,11 @@ class TruthSettings:
     gamma: float = 0.95
     max_steps: int | None = None
     env_options: dict[str, Any] = field(default_factory=dict)
+    panel: int | None = None  # tasks drawn from this training panel (EnvSpec.panel_of)
 
     def __post_init__(self) -> None:
+        if self.panel is not None and self.panel < 1:
+            raise ValueError(f"fidelity: panel must be >= 1, got {self.panel}")
         for name in ("tasks", "group_size", "continuations"):
             if getattr(self, name) < 1:
                 raise ValueError(f"fidelity: {name} must be >= 1, got {getattr(self, name)}")
@@ -118,14 +121,16 @@ class TruthSettings:
         object.__setattr__(self, "categories", tuple(self.categories))  # JSON gives a list
 
     def env_spec(self) -> EnvSpec:
-        """The env the batch and every continuation play."""
-        return EnvSpec(
+        """The env the batch and every continuation play (with ``panel``, a training run's
+        panel: the batch's tasks are drawn from it)."""
+        env = EnvSpec(
             name=self.env,
             split=self.split,
             kwargs=self.env_options,
             categories=self.categories,
             max_steps=self.max_steps,
         )
+        return env if self.panel is None else env.panel_of(self.panel, what="--panel")
 
 
 def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> int:

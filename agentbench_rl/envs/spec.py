@@ -31,6 +31,11 @@ from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import remote_env
 from agentbench_rl.spec.typed import Spec
 
+#: The seed a training panel is drawn with (:meth:`EnvSpec.panel_of`): one panel per env,
+#: split, categories and size, for every run and seed that names it (a campaign's, its credit
+#: sets').
+PANEL_SEED = 0
+
 
 class EnvSpec(Spec):
     """One env of a run (module docstring); immutable, so a run's envs cannot drift apart.
@@ -154,12 +159,12 @@ class EnvSpec(Spec):
             split = None
         return stable_hash({"split": self.split, "checksum": split, "panel": list(self.panel)})
 
-    def panel_of(self, count: int, seed: int, what: str = "panel") -> EnvSpec:
+    def panel_of(self, count: int, seed: int = PANEL_SEED, what: str = "panel") -> EnvSpec:
         """This env with a panel of ``count`` distinct tasks drawn from ``seed`` (of its
         categories), in split order; a split without a fixed list gives ``<split>-<n>`` ids.
 
         Example:
-            >>> spec = EnvSpec(name="textcraft", split="train").panel_of(3, seed=0)
+            >>> spec = EnvSpec(name="textcraft", split="train").panel_of(3)
             >>> len(spec.panel), spec.draw_tasks(5, seed=1)[0] in spec.panel
             (3, True)
         """

@@ -112,9 +112,6 @@ Engine = Literal["hf", "vllm"]
 DType = Literal["float32", "bfloat16", "float16"]
 #: The models a run builds on the spot (``model:``), and the config section each one reads.
 BUILT_MODELS = {"tiny": "tiny", "tiny-vl": "tiny_vl", "drrn": "drrn"}
-#: The seed a training panel is drawn with (``train_panel``): one panel per env, split,
-#: categories and size, whatever the run's seed.
-PANEL_SEED = 0
 
 
 def _field(default: Any, *metadata: Mapping[str, Any], **kwargs: Any) -> Any:
@@ -177,7 +174,7 @@ class TrainConfig(Spec):
     # as TextCraft's "depth-1"); empty: every task of the split.
     train_categories: list[Text] = _field(list, WARM_START)
     # A fixed panel: train (and behaviour-clone) on this many tasks of the train split (of
-    # train_categories), drawn once with PANEL_SEED, the same panel for every run and seed; each
+    # train_categories), drawn once (envs.spec.PANEL_SEED), the same for every run and seed; each
     # validation then also plays the panel (``panel_...`` metrics). None: the whole split.
     train_panel: Annotated[Whole, Field(ge=1, le=MAX_TASKS)] | None = _field(
         None, WARM_START, ADDED_LATER
@@ -334,7 +331,7 @@ class TrainConfig(Spec):
         )
         if self.train_panel is None:
             return env
-        return env.panel_of(self.train_panel, PANEL_SEED, what="train_panel")
+        return env.panel_of(self.train_panel, what="train_panel")
 
     def val_env(self) -> EnvSpec:
         """The env the run validates on."""
