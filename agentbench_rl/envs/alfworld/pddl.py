@@ -37,6 +37,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 #: A ground fact: the predicate's name then its arguments, e.g. ``("opened", "drawer_bar_...")``.
 Fact = tuple[str, ...]
@@ -45,6 +46,8 @@ SExpr = str | list["SExpr"]
 
 ROOT_TYPE = "object"
 EQUALS = "="
+#: Answers :meth:`World.applicable` remembers per world (it starts afresh when full).
+MEMO_ENTRIES = 50_000
 
 
 class PddlError(ValueError):
@@ -335,13 +338,14 @@ class State:
     """A set of facts, indexed for the queries of formulas and grammar conditions: by
     predicate, and by (predicate, argument position, object)."""
 
-    __slots__ = ("by_argument", "by_predicate", "facts", "mix")
+    __slots__ = ("by_argument", "by_predicate", "facts", "mix", "mixes")
 
     def __init__(self, facts: Iterable[Fact]) -> None:
         self.facts: set[Fact] = set()
         self.by_predicate: dict[str, set[Fact]] = defaultdict(set)
         self.by_argument: dict[tuple[str, int, str], set[Fact]] = defaultdict(set)
         self.mix = 0  # the XOR of the facts' hashes, kept as facts come and go
+        self.mixes: dict[str, int] = defaultdict(int)  # the same per predicate
         for fact in facts:
             self.add(fact)
 
@@ -352,7 +356,12 @@ class State:
         copy.by_predicate = defaultdict(set, {k: set(v) for k, v in self.by_predicate.items()})
         copy.by_argument = defaultdict(set, {k: set(v) for k, v in self.by_argument.items()})
         copy.mix = self.mix
+        copy.mixes = defaultdict(int, self.mixes)
         return copy
+
+    def predicate_key(self, predicate: str) -> tuple[int, int]:
+        """:meth:`key` of the facts of one predicate."""
+        return self.mixes.get(predicate, 0), len(self.by_predicate.get(predicate, ()))
 
     def key(self) -> tuple[int, int]:
         """A key of the set of facts, in O(1): equal sets have equal keys, and unequal sets
@@ -370,7 +379,9 @@ class State:
     def add(self, fact: Fact) -> None:
         if fact not in self.facts:
             self.facts.add(fact)
-            self.mix ^= hash(fact)
+            mixed = hash(fact)
+            self.mix ^= mixed
+            self.mixes[fact[0]] ^= mixed
             self.by_predicate[fact[0]].add(fact)
             for position, value in enumerate(fact[1:]):
                 self.by_argument[(fact[0], position, value)].add(fact)
@@ -378,7 +389,9 @@ class State:
     def discard(self, fact: Fact) -> None:
         if fact in self.facts:
             self.facts.discard(fact)
-            self.mix ^= hash(fact)
+            mixed = hash(fact)
+            self.mix ^= mixed
+            self.mixes[fact[0]] ^= mixed
             self.by_predicate[fact[0]].discard(fact)
             for position, value in enumerate(fact[1:]):
                 self.by_argument[(fact[0], position, value)].discard(fact)
@@ -421,6 +434,12 @@ class World:
         self._objects_of: dict[str, tuple[str, ...]] = {}
         self._object_sets: dict[str, frozenset[str]] = {}
         self._variants: dict[str, list[Exists]] = {}
+        # applicable() per schema and per state of the facts its precondition reads (the
+        # facts of its predicates that actions change; the static ones are the world's own)
+        self._read_by: dict[str, tuple[str, ...]] = {}
+        self._applicable: dict[Any, tuple[tuple[frozenset[Fact], ...], list[tuple[str, ...]]]]
+        self._applicable = {}
+        self.remembers = True
 
     def objects_of(self, type_: str) -> tuple[str, ...]:
         """Every object whose type is ``type_`` or descends from it, sorted."""
@@ -536,7 +555,32 @@ class World:
         """The arguments of every ground action of ``schema`` applicable in ``state``, each
         once, as fast-downward grounds them: the precondition in disjunctive normal form,
         each disjunct an action of its own, its existential variables extra parameters
-        that do not name it."""
+        that do not name it.
+
+        The answer depends only on the facts of the predicates the precondition reads, so it
+        is remembered by those (their :meth:`State.predicate_key`, the facts compared on a
+        hit): a step that changes none of them finds the schema's actions as they were."""
+        if not self.remembers:
+            return self._applicable_now(schema, state)
+        read = self._read_by.get(schema.name)
+        if read is None:
+            dynamic = predicates_of(schema.precondition) - self.static_predicates
+            read = self._read_by[schema.name] = tuple(sorted(dynamic))
+        key = (schema.name, *(state.predicate_key(p) for p in read))
+        stored = self._applicable.get(key)
+        facts = state.by_predicate
+        if stored is not None and all(
+            facts.get(p, set()) == held for p, held in zip(read, stored[0], strict=True)
+        ):
+            return stored[1]
+        found = self._applicable_now(schema, state)
+        if len(self._applicable) >= MEMO_ENTRIES:
+            self._applicable.clear()
+        self._applicable[key] = (tuple(frozenset(facts.get(p, ())) for p in read), found)
+        return found
+
+    def _applicable_now(self, schema: ActionSchema, state: State) -> list[tuple[str, ...]]:
+        """:meth:`applicable`, computed."""
         variants = self._variants.get(schema.name)
         if variants is None:
             variants = self._variants[schema.name] = [
@@ -578,6 +622,7 @@ class Relaxation(World):
 
     def __init__(self, world: World, state: State) -> None:
         self.__dict__.update(world.__dict__)  # the same objects, types and grounding caches
+        self.remembers = False  # relaxed answers are not the world's: never shared with it
         self.start = state
         self.deleted: set[Fact] = set()
 
@@ -620,6 +665,22 @@ def _conjuncts(formula: Formula) -> list[Formula]:
     if isinstance(formula, And):
         return [part for sub in formula.parts for part in _conjuncts(sub)]
     return [formula]
+
+
+@functools.lru_cache(maxsize=4096)
+def predicates_of(formula: Formula) -> frozenset[str]:
+    """The predicates a formula reads (``=`` is none).
+
+    Example:
+        >>> formula = parse_formula(read_sexpr("(and (a ?x) (not (= ?x ?y)) (or (b) (c)))"))
+        >>> sorted(predicates_of(formula))
+        ['a', 'b', 'c']
+    """
+    if isinstance(formula, Atom):
+        return frozenset() if formula.predicate == EQUALS else frozenset({formula.predicate})
+    if isinstance(formula, Not | Exists | Forall):
+        return predicates_of(formula.formula)
+    return frozenset().union(*(predicates_of(part) for part in formula.parts))
 
 
 @functools.lru_cache(maxsize=4096)
