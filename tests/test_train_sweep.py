@@ -110,7 +110,7 @@ def test_finished_runs_are_skipped_and_the_summary_has_intervals(tmp_path: Path)
     assert cell["final_success"]["mean"] == pytest.approx(0.6)
     low, high = t_interval([0.5, 0.4, 0.9])
     assert cell["final_success"]["ci95"] == [round(low, 4), round(high, 4)]
-    assert cell["per_seed"]["2"] == {"start": 0.3, "final": 0.9}
+    assert cell["per_seed"]["2"] == {"start": 0.3, "final": 0.9, "curve": [[0, 0.3], [2, 0.9]]}
     assert cell["threshold_95"]["all_reached"] is False
     folder = sweep.out / "toy"
     assert (folder / "success.png").read_bytes()[:4] == b"\x89PNG"

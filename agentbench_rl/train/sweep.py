@@ -379,7 +379,17 @@ def summarize_sweep(
             "mean_success": _mean_block(means),
             "final_iteration": max(max(curve) for curve in by_seed.values()),
             "per_seed": {
-                seed: {"start": curve[min(curve)], "final": curve[max(curve)]}
+                seed: {
+                    "start": curve[min(curve)],
+                    "final": curve[max(curve)],
+                    # the whole curve, so the summary alone redraws and reanalyses the runs
+                    "curve": [[iteration, curve[iteration]] for iteration in sorted(curve)],
+                    **(
+                        {other: [[i, value] for i, value in sorted(beside.items())]}
+                        if (beside := other_cells.get(cell, {}).get(seed))
+                        else {}
+                    ),
+                }
                 for seed, curve in by_seed.items()
             },
             "threshold_95": threshold_crossing(by_seed, THRESHOLD).to_dict(),
