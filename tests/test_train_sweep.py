@@ -345,3 +345,22 @@ def test_gpu_sweep_files_run_every_estimator_with_bipace_published_epsilon() -> 
         bipace = [run.config for run in sweep.runs() if run.config.estimator == "bipace"]
         epsilon = {config.estimator_params.get("epsilon", 0.05) for config in bipace}
         assert epsilon == ({0.10} if "-7b" in path.name else {0.05}), path
+
+
+def test_a_finished_run_without_its_metrics_is_summarised_from_the_last_summary(
+    tmp_path: Path,
+) -> None:
+    # A campaign commits its runs' done.json and its summary, not every metrics journal: a
+    # clean checkout's summary keeps the finished runs' curves from the committed summary.
+    sweep = load_sweep(write_sweep(tmp_path, {"estimator": ["gigpo", "grpo"], "seed": [0, 1]}))
+    curves = {"gigpo": [{0: 0.2, 2: 0.5}, {0: 0.1, 2: 0.4}], "grpo": [{0: 0.2, 2: 0.3}, {0: 0.1}]}
+    for estimator, runs in curves.items():
+        for seed, curve in enumerate(runs):
+            fake_run(sweep.out / f"toy-{estimator}" / f"seed{seed}", curve)
+    first = summarize_sweep(sweep)
+    (sweep.out / "toy-gigpo" / "seed1" / "metrics.jsonl").unlink()
+    again = summarize_sweep(sweep)
+    assert again["cells"] == first["cells"] and again["paired"] == first["paired"]
+    (sweep.out / "toy-grpo" / "seed1" / "done.json").unlink()  # unfinished: never from it
+    (sweep.out / "toy-grpo" / "seed1" / "metrics.jsonl").unlink()
+    assert summarize_sweep(sweep)["cells"]["toy-grpo"]["seeds"] == ["0"]

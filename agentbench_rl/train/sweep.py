@@ -351,17 +351,25 @@ def summarize_sweep(
     curves: dict[Path, dict[int, float]] = {}
     other_cells: dict[str, dict[str, dict[int, float]]] = {}
     other_curves: dict[Path, dict[int, float]] = {}
-    doses: dict[str, list[dict[str, float]]] = {}
+    doses: dict[str, dict[str, dict[str, float]]] = {}
+    recorded = _recorded_runs(sweep)
     for run in runs:
+        seed = str(run.seed)
         rows = RunFolder(run.folder).read_metrics().rows
         curve = validation_curve(rows, sweep.figure)
-        if curve:
-            cells.setdefault(run.cell, {})[str(run.seed)] = curve
-            curves[run.folder] = curve
-            doses.setdefault(run.cell, []).append(dose_figures(rows))
         beside = validation_curve(rows, other)
+        dose = dose_figures(rows)
+        kept = recorded.get(run.cell, {}).get(seed)
+        if not rows and run.finished and kept:  # its metrics stayed on the machine that ran it
+            curve = {int(i): float(v) for i, v in kept["curve"]}
+            beside = {int(i): float(v) for i, v in kept.get(other, [])}
+            dose = dict(kept.get("dose", {}))
+        if curve:
+            cells.setdefault(run.cell, {})[seed] = curve
+            curves[run.folder] = curve
+            doses.setdefault(run.cell, {})[seed] = dose
         if beside:
-            other_cells.setdefault(run.cell, {})[str(run.seed)] = beside
+            other_cells.setdefault(run.cell, {})[seed] = beside
             other_curves[run.folder] = beside
     summary: dict[str, Any] = {"sweep": sweep.name, "figure": sweep.figure, "cells": {}}
     for cell, by_seed in cells.items():
@@ -385,10 +393,11 @@ def summarize_sweep(
                     # the whole curve, so the summary alone redraws and reanalyses the runs
                     "curve": [[iteration, curve[iteration]] for iteration in sorted(curve)],
                     **(
-                        {other: [[i, value] for i, value in sorted(beside.items())]}
-                        if (beside := other_cells.get(cell, {}).get(seed))
+                        {other: [[i, value] for i, value in sorted(seen.items())]}
+                        if (seen := other_cells.get(cell, {}).get(seed))
                         else {}
                     ),
+                    **({"dose": doses[cell][seed]} if doses[cell].get(seed) else {}),
                 }
                 for seed, curve in by_seed.items()
             },
@@ -397,7 +406,7 @@ def summarize_sweep(
             "dose": {
                 name: _mean_block(values)
                 for name in DOSE_FIGURES
-                if (values := [d[name] for d in doses[cell] if name in d])
+                if (values := [d[name] for d in doses[cell].values() if name in d])
             },
         }
         if cell in other_cells:
@@ -428,6 +437,27 @@ def summarize_sweep(
     if console is not None:
         console.print(summary_table(summary))
     return summary
+
+
+def _recorded_runs(sweep: Sweep) -> dict[str, dict[str, dict[str, Any]]]:
+    """Cell -> seed -> what the sweep's last ``summary.json`` recorded of that run (its curves
+    and dose): a finished run whose metrics are not in this checkout (a campaign commits its
+    runs' ``done.json`` and its summary, not every metrics journal) is summarised from it."""
+    path = sweep.out / sweep.name / "summary.json"
+    if not path.is_file():
+        return {}
+    try:
+        cells = json.loads(path.read_text("utf-8")).get("cells", {})
+    except ValueError:
+        raise ValueError(f"{path}: not JSON (delete it to summarise from the runs alone)") from None
+    return {
+        cell: {
+            seed: record
+            for seed, record in block.get("per_seed", {}).items()
+            if isinstance(record, dict) and "curve" in record
+        }
+        for cell, block in cells.items()
+    }
 
 
 def _references(runs: Sequence[SweepRun], cells: dict[str, Any]) -> dict[str, list[str]]:
