@@ -829,3 +829,80 @@ def test_hgpo_context_groups_by_hand() -> None:
     )
     assert diagnostics["grouped_rate_k1"] == 5 / 6 and diagnostics["grouped_rate_k2"] == 2 / 6
     assert diagnostics["singleton_rate"] == 1 / 6 and diagnostics["step_groups"] == 3
+
+
+# ---------------------------------------------------------- the 2026 graph-Bellman estimators
+# Their graph on W is over observations (row 5's is B): A->B (rows 0, 4), A->C (2), B->⊕ (1:
+# R(a) = 1 > 0), B->E (5), C->⊖ (3), E->⊖ (6), absorbing nodes of value 0.
+# The behaviour's values: V(E) = V(C) = 0, V(B) = mean(1 + 0, 0 + γ·0) = 1/2,
+# V(A) = mean(γ/2, 0, γ/2) = γ/3.
+
+
+# G2PO (γ = 0.95; no return is 10, so every terminal step reaches 0). Anchor values
+# mean γ^{L−t}·R: A (rows 0, 2, 4): (γ²·1 + 0 + 0)/3 = γ²/3; B (rows 1, 5): (γ·1 + 0)/2 = γ/2;
+# C, E: 0. Reached: row 0 -> B, row 4 -> B: γ/2; every other row 0.
+# A^N (mean, within the anchor): A: (γ/2, 0, γ/2) - γ/3 = (γ/6, -γ/3, γ/6); B: (0, 0) -> 0.
+# A^G: gained (γ/2 - γ²/3, -γ/2, -γ²/3, 0, γ/2 - γ²/3, -γ/2, 0), group mean -γ²/7.
+def test_g2po_norm_mean() -> None:
+    g = 0.95
+    next_term = np.array([g / 6, 0, -g / 3, 0, g / 6, 0, 0])
+    gained = np.array([g / 2 - g * g / 3, -g / 2, -g * g / 3, 0, g / 2 - g * g / 3, -g / 2, 0])
+    check("g2po", w_batch(), episode_rows("mean") + next_term + gained + g * g / 7, norm="mean")
+
+
+def test_g2po_success_is_a_return_of_ten_and_the_penalty_touches_the_next_term() -> None:
+    # x wins with 10 in one step, y fails; both from anchor o, y's action invalid (p = 0.1).
+    # V(o) = (0.95·10 + 0)/2 = 4.75. Next: 10 and 0 - 0.1 -> ±5.05 about their mean; gains
+    # 5.25 and -4.75 -> ±5; episode scores 10 and -0.1 -> ±5.05.
+    batch = make_batch(
+        [("x", 0, "o", "o", "a", 10.0, None), ("y", 0, "o", "o", "a", 0.0, None)], invalid=(1,)
+    )
+    check("g2po", batch, [5.05 + 5 + 5.05, -(5.05 + 5 + 5.05)], norm="mean")
+
+
+# GRAFT (γ = λ = 0.95, hops 0). δ: row 0 γ/2 - γ/3 = γ/6; row 1 1 - 1/2 = 1/2; row 2 -γ/3;
+# row 3 0; row 4 γ/6; row 5 -1/2; row 6 0. Â = Σ (γλ)^l δ along the trajectory:
+# (γ/6 + c/2, 1/2, -γ/3, 0, γ/6 - c/2, -1/2, 0), c = γλ. Per state: A's three sum to 0 and B's
+# two too, so they are their own deviations; C and E are left once: 0.
+def test_graft_norm_mean() -> None:
+    g, c = 0.95, 0.95 * 0.95
+    step = np.array([g / 6 + c / 2, 1 / 2, -g / 3, 0, g / 6 - c / 2, -1 / 2, 0])
+    check("graft", w_batch(), episode_rows("mean") + step, norm="mean")
+    one_hop = np.array([g / 6, 1 / 2, -g / 3, 0, g / 6, -1 / 2, 0])  # each row's own δ
+    check("graft", w_batch(), episode_rows("mean") + 2 * one_hop, norm="mean", hops=1, omega=2.0)
+
+
+# CRBC (β = 0.98). Targets y = r + β·V(s'): (β/2, 1, 0, 0, β/2, 0, 0) with V(B) = 1/2,
+# V(A) = β/3. Anchor A leaves by x (row 0) and y (rows 2, 4): Q(A, x) = β/2, Q(A, y) = β/4,
+# Q - V = β/6, -β/12, -β/12; anchor B by x (row 1) and y (row 5): Q - V = ±1/2. C and E are
+# left by one action: no step credit. With mean_std, A's targets (β/2, 0, β/2) have std
+# β/√12 and B's (1, 0) √(1/2).
+def test_crbc_by_hand() -> None:
+    b = 0.98
+    q_minus_v = np.array([b / 6, 1 / 2, -b / 12, 0, -b / 12, -1 / 2, 0])
+    check("crbc", w_batch(), episode_rows("mean") + 5 * q_minus_v, norm="mean")
+    std = np.array([b / SQ(12), SQ(1 / 2), b / SQ(12), 1, b / SQ(12), SQ(1 / 2), 1]) + EPS
+    diagnostics = check("crbc", w_batch(), episode_rows("mean_std") + 5 * q_minus_v / std)
+    assert diagnostics["gate_rate"] == pytest.approx(5 / 7)
+
+
+# GraphHCA (γ = 0.95, floor f = 0.01, ω = 1). P(E) = P(C) = γ·0 = 0, P(B) = γ·mean(1, 0) = γ/2,
+# P(A) = γ·mean(γ/2, 0, γ/2) = γ²/3. Φ = log max(P, f): Φ(C) = Φ(E) = Φ(⊖) = log f, Φ(⊕) = 0.
+# δ: row 0 log(3/(2γ)), row 1 log(2/γ), row 2 log(3f/γ²), row 3 0, row 4 = row 0,
+# row 5 log(2f/γ), row 6 0. Per source, A: (u, v, u) -> ((u−v)/3, −2(u−v)/3, (u−v)/3) with
+# u − v = log(γ/(2f)); B: ±(−log f)/2.
+def test_graphhca_by_hand() -> None:
+    g, f = 0.95, 0.01
+    spread = math.log(g / (2 * f))
+    step = np.array(
+        [spread / 3, -math.log(f) / 2, -2 * spread / 3, 0, spread / 3, math.log(f) / 2, 0]
+    )
+    check("graphhca", w_batch(), episode_rows("mean") + step, norm="mean")
+    check("graphhca", w_batch(), episode_rows("mean"), norm="mean", step_weight=0.0)  # GRPO
+    # the max backup (ω = ∞): P(B) = γ·max(1, 0) = γ, P(A) = γ·max(γ, 0) = γ² (γ^distance):
+    # A's increments (log(1/γ), log(f/γ²), log(1/γ)), B's (log(1/γ), log(f/γ)) -> ±(-log f)/2
+    spread = math.log(g / f)
+    step = np.array(
+        [spread / 3, -math.log(f) / 2, -2 * spread / 3, 0, spread / 3, math.log(f) / 2, 0]
+    )
+    check("graphhca", w_batch(), episode_rows("mean") + step, norm="mean", power=math.inf)

@@ -477,6 +477,185 @@ def ref_hgpo(
     return out
 
 
+def ref_g2po(
+    rows: list[Row],
+    gamma: float = 0.95,
+    step_weight: float = 1.0,
+    norm: str = "mean_std",
+    invalid_penalty: float = 0.1,
+    lone_row: str = "zero",
+) -> list[float]:
+    returns = episode_return(rows)
+    trajs = trajectories(rows)
+    length = {traj: len(indices) for traj, indices in trajs.items()}
+    anchors = sets_by(rows, lambda row: (row["group"], row["obs_key"]))
+    value = {
+        key: mean(
+            [
+                gamma ** (length[rows[j]["traj"]] - rows[j]["t"]) * returns[rows[j]["traj"]]
+                for j in members
+            ]
+        )
+        for key, members in anchors.items()
+    }
+    following = next_rows(rows)
+    reached = []
+    for i, row in enumerate(rows):
+        after = following[i]
+        if after is not None:
+            reached.append(value[(rows[after]["group"], rows[after]["obs_key"])])
+        else:
+            reached.append(10.0 if returns[row["traj"]] == 10.0 else 0.0)
+    penalised = [reached[i] - penalty(row, invalid_penalty) for i, row in enumerate(rows)]
+    gained = [reached[i] - value[(row["group"], row["obs_key"])] for i, row in enumerate(rows)]
+    groups = sets_by(rows, lambda row: row["group"])
+    episode = episode_advantage(rows, norm, "rows", invalid_penalty)
+    out = []
+    for i, row in enumerate(rows):
+        own_group = groups[row["group"]]
+        if lone_row == "score" and len(own_group) == 1:
+            own = score(rows, invalid_penalty)[i]
+            episode[i] = own / (1 + EPS) if norm == "mean_std" else own
+        step = normalised(
+            penalised[i], [penalised[j] for j in anchors[(row["group"], row["obs_key"])]], norm
+        ) + normalised(gained[i], [gained[j] for j in own_group], norm)
+        out.append(episode[i] + step_weight * step)
+    return out
+
+
+def graph_of(rows: list[Row]) -> tuple[list[Any], list[Any]]:
+    """Each row's node (group, observation) and successor: the next row's node, else the
+    absorbing node of the trajectory's outcome (a positive return: success)."""
+    returns = episode_return(rows)
+    following = next_rows(rows)
+    node = [(row["group"], row["obs_key"]) for row in rows]
+    successor = [
+        node[after] if after is not None else ("⊕" if returns[row["traj"]] > 0 else "⊖")
+        for row, after in zip(rows, following, strict=True)
+    ]
+    return node, successor
+
+
+def behaviour_values(
+    rows: list[Row], node: list[Any], successor: list[Any], reward: list[float], gamma: float
+) -> dict[Any, float]:
+    """V(s) = mean over the rows leaving s of reward + γ·V(successor); absorbing nodes 0; one
+    dense solve over all nodes."""
+    states = sorted(set(node), key=repr)
+    index = {s: k for k, s in enumerate(states)}
+    system = np.eye(len(states))
+    b = np.zeros(len(states))
+    for s in states:
+        leaving = [i for i in range(len(rows)) if node[i] == s]
+        b[index[s]] = mean([reward[i] for i in leaving])
+        for i in leaving:
+            if successor[i] in index:
+                system[index[s], index[successor[i]]] -= gamma / len(leaving)
+    solved = np.linalg.solve(system, b)
+    values: dict[Any, float] = {s: float(solved[index[s]]) for s in states}
+    values["⊕"] = values["⊖"] = 0.0
+    return values
+
+
+def ref_graft(
+    rows: list[Row],
+    gamma: float = 0.95,
+    lam: float = 0.95,
+    hops: int = 0,
+    omega: float = 1.0,
+    norm: str = "mean_std",
+    episode_stats: str = "rows",
+    invalid_penalty: float = 0.0,
+) -> list[float]:
+    node, successor = graph_of(rows)
+    rewards = [row["reward"] for row in rows]
+    values = behaviour_values(rows, node, successor, rewards, gamma)
+    delta = [rewards[i] + gamma * values[successor[i]] - values[node[i]] for i in range(len(rows))]
+    gae = [0.0] * len(rows)
+    for indices in trajectories(rows).values():
+        for k, i in enumerate(indices):
+            ahead = indices[k:] if hops == 0 else indices[k : k + hops]
+            gae[i] = sum((gamma * lam) ** hop * delta[j] for hop, j in enumerate(ahead))
+    episode = episode_advantage(rows, norm, episode_stats, invalid_penalty)
+    states = sets_by(rows, lambda row: (row["group"], row["obs_key"]))
+    return [
+        episode[i] + omega * normalised(gae[i], [gae[j] for j in states[node[i]]], norm)
+        for i in range(len(rows))
+    ]
+
+
+def ref_crbc(
+    rows: list[Row],
+    gamma: float = 0.98,
+    episode_weight: float = 1.0,
+    step_weight: float = 5.0,
+    norm: str = "mean_std",
+    episode_stats: str = "rows",
+    invalid_penalty: float = 0.0,
+) -> list[float]:
+    node, successor = graph_of(rows)
+    rewards = [row["reward"] for row in rows]
+    values = behaviour_values(rows, node, successor, rewards, gamma)
+    target = [rewards[i] + gamma * values[successor[i]] for i in range(len(rows))]
+    episode = episode_advantage(rows, norm, episode_stats, invalid_penalty)
+    out = []
+    for i, row in enumerate(rows):
+        leaving = [j for j in range(len(rows)) if node[j] == node[i]]
+        actions = {rows[j]["action_key"] for j in leaving}
+        step = 0.0
+        if len(actions) >= 2:
+            q = mean([target[j] for j in leaving if rows[j]["action_key"] == row["action_key"]])
+            step = q - values[node[i]]
+            if norm == "mean_std":
+                step /= std([target[j] for j in leaving]) + EPS
+        out.append(episode_weight * episode[i] + step_weight * step)
+    return out
+
+
+def ref_graphhca(
+    rows: list[Row],
+    gamma: float = 0.95,
+    power: float = 1.0,
+    floor: float = 0.01,
+    step_weight: float = 1.0,
+    norm: str = "mean_std",
+    episode_stats: str = "rows",
+    invalid_penalty: float = 0.0,
+) -> list[float]:
+    node, successor = graph_of(rows)
+    states = sorted(set(node), key=repr)
+    potential: dict[Any, float] = {s: 0.0 for s in states}
+    if power == 1:  # the linear closure: P(s) = γ·mean P(s'), P(⊕) = 1, one dense solve
+        reached = [gamma * (s == "⊕") for s in successor]
+        potential = behaviour_values(rows, node, successor, reached, gamma)
+    potential["⊕"], potential["⊖"] = 1.0, 0.0
+    for _ in range(0 if power == 1 else 200_000):  # value iteration from 0 for other powers
+        moved = 0.0
+        updated = {}
+        for s in states:
+            reached = [potential[successor[i]] for i in range(len(rows)) if node[i] == s]
+            if math.isinf(power):
+                backed = max(reached)
+            else:
+                backed = mean([x**power for x in reached]) ** (1 / power)
+            updated[s] = gamma * backed
+            moved = max(moved, abs(updated[s] - potential[s]))
+        potential.update(updated)
+        if moved <= 1e-16:
+            break
+    log_potential = {s: math.log(max(p, floor)) for s, p in potential.items()}
+    increment = [log_potential[successor[i]] - log_potential[node[i]] for i in range(len(rows))]
+    episode = episode_advantage(rows, norm, episode_stats, invalid_penalty)
+    return [
+        episode[i]
+        + step_weight
+        * normalised(
+            increment[i], [increment[j] for j in range(len(rows)) if node[j] == node[i]], norm
+        )
+        for i in range(len(rows))
+    ]
+
+
 reference = {
     "grpo": ref_grpo,
     "rloo": ref_rloo,
@@ -486,6 +665,10 @@ reference = {
     "progpo": ref_progpo,
     "gated_bepo": ref_gated_bepo,
     "hgpo": ref_hgpo,
+    "g2po": ref_g2po,
+    "crbc": ref_crbc,
+    "graphhca": ref_graphhca,
+    "graft": ref_graft,
 }
 
 # ------------------------------------------------------------------------------------ the tests
@@ -653,4 +836,105 @@ def test_hgpo_matches_reference(
         base_group=base_group,
         lone_row=lone_row,
         invalid_penalty=p,
+    )
+
+
+# The 2026 graph-Bellman estimators. G2PO's returns of exactly 10 are successes (the code's
+# SUCCESS_REWARD): the batches here give some trajectories one.
+def with_successes(records: list[Row]) -> list[Row]:
+    """The records with every trajectory of a 2.0 reward given a 10.0 one instead."""
+    return [{**row, "reward": 10.0 if row["reward"] == 2.0 else row["reward"]} for row in records]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_records(observations="AB"),
+    GAMMAS,
+    NORMS,
+    st.sampled_from(["zero", "score"]),
+    PENALTIES,
+    st.sampled_from([0.0, 1.0, 2.5]),
+)
+def test_g2po_matches_reference(
+    records: list[Row], gamma: float, norm: str, lone_row: str, p: float, weight: float
+) -> None:
+    agree(
+        "g2po",
+        with_successes(records),
+        gamma=gamma,
+        norm=norm,
+        lone_row=lone_row,
+        invalid_penalty=p,
+        step_weight=weight,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_records(observations="AB"),
+    GAMMAS,
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.sampled_from([0, 1, 3]),
+    NORMS,
+    STATS,
+    PENALTIES,
+)
+def test_graft_matches_reference(
+    records: list[Row], gamma: float, lam: float, hops: int, norm: str, stats: str, p: float
+) -> None:
+    agree(
+        "graft",
+        records,
+        gamma=gamma,
+        lam=lam,
+        hops=hops,
+        norm=norm,
+        episode_stats=stats,
+        invalid_penalty=p,
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_records(observations="AB"),
+    GAMMAS,
+    NORMS,
+    STATS,
+    PENALTIES,
+    st.sampled_from([(1.0, 5.0), (0.0, 1.0), (2.0, 0.0)]),
+)
+def test_crbc_matches_reference(
+    records: list[Row],
+    gamma: float,
+    norm: str,
+    stats: str,
+    p: float,
+    weights: tuple[float, float],
+) -> None:
+    agree(
+        "crbc",
+        records,
+        gamma=gamma,
+        norm=norm,
+        episode_stats=stats,
+        invalid_penalty=p,
+        episode_weight=weights[0],
+        step_weight=weights[1],
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    random_records(observations="AB"),
+    st.sampled_from([0.5, 0.95, 1.0]),
+    st.sampled_from([1.0, 5.0, 10.0, math.inf]),
+    st.sampled_from([0.01, 0.2]),
+    NORMS,
+    STATS,
+)
+def test_graphhca_matches_reference(
+    records: list[Row], gamma: float, power: float, floor: float, norm: str, stats: str
+) -> None:
+    agree(
+        "graphhca", records, gamma=gamma, power=power, floor=floor, norm=norm, episode_stats=stats
     )

@@ -47,7 +47,7 @@ def small_batch(hidden: Any = None) -> StepBatch:
 
 def test_names_in_order() -> None:
     expected = ("grpo", "rloo", "gigpo", "bipace", "ecpo", "progpo", "gated_bepo", "hgpo")
-    assert (*expected, "graphgpo") == NAMES
+    assert (*expected, "graphgpo", "g2po", "crbc", "graphhca", "graft") == NAMES
     assert available() == list(NAMES)
 
 
@@ -275,7 +275,7 @@ def test_entry_point_estimators_are_declared_like_built_ins(
 
 
 def test_unknown_name_lists_plugins_too(plugins: list[FakeEntryPoint]) -> None:
-    with pytest.raises(ValueError, match=r"accepted: .*hgpo, broken, constant, needs_hidden"):
+    with pytest.raises(ValueError, match=r"accepted: .*graft, broken, constant, needs_hidden"):
         compute("nope", small_batch())
 
 

@@ -1,15 +1,17 @@
-"""GiGPO, HGPO and GraphGPO against their authors' code: verl-agent's functions on the same rows.
+"""GiGPO, HGPO, GraphGPO and G2PO against their authors' code: their functions on the same rows.
 
 The peer files are never vendored: ``agentbench_rl.bench.peers`` compiles them from the
 verl-agent checkout that ``AGENTBENCH_VERL_AGENT`` names, in float64 so the two can agree to
 1e-8; the tests skip without one, saying which files they need. Checked at
 ``agentbench_rl.bench.peers.CHECKED_AT``: xlan156/verl-agent 8ca3a46 (``gigpo/core_gigpo.py``,
-``recipe/hgpo/core_hgpo.py``) and zzj1111/alfworldauto 37aec78 (``recipe/GraphGPO/``, upstream's
-PR #256). One folder holding the three::
+``recipe/hgpo/core_hgpo.py``), zzj1111/alfworldauto 37aec78 (``recipe/GraphGPO/``, upstream's
+PR #256) and Nala-YN/G2PO b8ffaf5 (``g2po/core_g2po.py``). One folder holding the four::
 
     git clone https://github.com/xlan156/verl-agent /tmp/verl-agent
     git clone https://github.com/zzj1111/alfworldauto /tmp/alfworldauto
+    git clone https://github.com/Nala-YN/G2PO /tmp/G2PO
     cp -r /tmp/alfworldauto/recipe/GraphGPO /tmp/verl-agent/recipe/
+    cp -r /tmp/G2PO/g2po /tmp/verl-agent/
     AGENTBENCH_VERL_AGENT=/tmp/verl-agent python -m pytest tests/test_peer_estimators.py
 """
 
@@ -24,6 +26,7 @@ import pytest
 
 from agentbench_rl.bench.peers import (
     CHECKED_AT,
+    G2PO_FILE,
     GIGPO_FILE,
     GRAPHGPO_FILE,
     HGPO_FILE,
@@ -31,6 +34,7 @@ from agentbench_rl.bench.peers import (
     load_function,
     load_module,
     peer_root,
+    run_g2po,
     run_gigpo,
     run_graphgpo,
     run_hgpo,
@@ -296,3 +300,36 @@ def test_graphgpo_lone_row_is_its_one_deliberate_difference(graphgpo_peer: Any) 
     ours = compute("graphgpo", batch).advantages
     assert ours[0] == 0.0 and theirs[0] == pytest.approx(10.0 / (1 + 1e-6), abs=1e-9)
     np.testing.assert_allclose(ours[1:], theirs[1:], atol=1e-8)
+
+
+@pytest.fixture(scope="module")
+def g2po_peer() -> Any:
+    return load_module(_root(G2PO_FILE), G2PO_FILE)
+
+
+#: G2PO's success is a return of exactly 10 (its SUCCESS_REWARD): rewards that sum to it or not.
+G2PO_REWARDS = [0.0, 0.0, 0.0, 10.0, 5.0, 1.0]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize(
+    "params",
+    # the code's discount is a constant 0.95 (our gamma's default)
+    [{}, {"norm": "mean"}, {"step_weight": 2.0}, {"norm": "mean", "step_weight": 0.0}],
+    ids=lambda p: ",".join(f"{k}={v}" for k, v in p.items()) or "defaults",
+)
+def test_g2po_equals_its_authors_code(g2po_peer: Any, case: str, params: dict[str, Any]) -> None:
+    # The code's invalid-action penalty is its own 0.1 (ours: the default); under mean_std a
+    # task group of one row gets NaN from its gain term (the std of one value), where ours gives
+    # 0, and its score from the episode term (ours: 0; lone_row="score" restores the code's).
+    rng = np.random.default_rng(zlib.crc32(f"g2po/{case}/{params}".encode()))
+    for _ in range(5):
+        records = _records(rng, **CASES[case], rewards=G2PO_REWARDS)
+        batch = StepBatch.from_records([records[i] for i in rng.permutation(len(records))])
+        keep = np.bincount(batch.group_codes)[batch.group_codes] > 1
+        if params.get("norm") == "mean":
+            keep[:] = True
+        ours = compute("g2po", batch, **params, lone_row="score").advantages
+        theirs = run_g2po(g2po_peer, batch, params)
+        assert np.isnan(theirs[~keep]).all()
+        np.testing.assert_allclose(ours[keep], theirs[keep], rtol=0, atol=1e-8)

@@ -2,11 +2,12 @@
 
 Nothing here is vendored: the functions are compiled from the files of the checkout that
 ``AGENTBENCH_VERL_AGENT`` names: upstream verl-agent's ``gigpo/core_gigpo.py``, the
-``recipe/hgpo/core_hgpo.py`` of HGPO's authors and the ``recipe/GraphGPO/core_graph.py`` of
-GraphGPO's (checked at xlan156/verl-agent 8ca3a46 for the first two and
-zzj1111/alfworldauto 37aec78, which carries upstream's ``recipe/GraphGPO`` of PR #256, for the
-third; :data:`CHECKED_AT`). They compute in float32; their ``torch.float32`` and ``np.float32``
-are rewritten to float64 in memory, so they and ours can agree to 1e-8. Their ``from verl
+``recipe/hgpo/core_hgpo.py`` of HGPO's authors, the ``recipe/GraphGPO/core_graph.py`` of
+GraphGPO's and the ``g2po/core_g2po.py`` of G2PO's (checked at xlan156/verl-agent 8ca3a46 for the
+first two, zzj1111/alfworldauto 37aec78, which carries upstream's ``recipe/GraphGPO`` of PR #256,
+for the third and Nala-YN/G2PO b8ffaf5 for the fourth; :data:`CHECKED_AT`). They compute in
+float32; their ``torch.float32`` and ``np.float32`` are rewritten to float64 in memory, so they
+and ours can agree to 1e-8. Their ``from verl
 import DataProto`` (a type annotation only) and GraphGPO's plotting imports are given stand-in
 modules, GraphGPO's ``from gigpo.core_gigpo import ...`` the same float64 compile of the
 checkout's file, and their per-batch ``print`` is silenced. Used by
@@ -37,11 +38,13 @@ ROOT_VARIABLE = "AGENTBENCH_VERL_AGENT"
 GIGPO_FILE = "gigpo/core_gigpo.py"
 HGPO_FILE = "recipe/hgpo/core_hgpo.py"
 GRAPHGPO_FILE = "recipe/GraphGPO/core_graph.py"
+G2PO_FILE = "g2po/core_g2po.py"
 #: Where the peer files were read when the parity tests were last run, and at which commit.
 CHECKED_AT = {
     GIGPO_FILE: "xlan156/verl-agent@8ca3a46",
     HGPO_FILE: "xlan156/verl-agent@8ca3a46",
     GRAPHGPO_FILE: "zzj1111/alfworldauto@37aec78 (recipe/GraphGPO of verl-agent PR #256)",
+    G2PO_FILE: "Nala-YN/G2PO@b8ffaf5",
 }
 #: Modules the peer files import that the functions used here never touch (plotting).
 STAND_INS = (
@@ -261,12 +264,60 @@ def run_graphgpo(module: Any, batch: StepBatch, params: Mapping[str, Any]) -> np
     return advantages
 
 
+def run_g2po(module: Any, batch: StepBatch, params: Mapping[str, Any]) -> np.ndarray:
+    """G2PO's trainer steps on ``batch``: ``compute_group_aggregation_values`` (the anchor
+    values and each row's next anchor, from the rows in step-major order, as verl-agent stacks
+    them), then ``compute_g2po_outcome_advantage`` (its invalid-action penalty is its own 0.1;
+    ours must be 0.1 for the two to agree where a row is invalid)."""
+    import torch
+
+    from agentbench_rl.estimators.common import trajectory_returns
+
+    order = np.lexsort((batch.traj_codes, batch.t))
+    n = len(batch)
+    data = types.SimpleNamespace(
+        non_tensor_batch={
+            "uid": np.asarray(batch.group[order], dtype=object),
+            "traj_uid": np.asarray(batch.traj[order], dtype=object),
+            "anchor_obs": np.asarray(batch.obs_key[order], dtype=object),
+            "episode_rewards": trajectory_returns(batch)[batch.traj_codes][order],
+        },
+        batch={"responses": torch.zeros((n, 1))},
+    )
+    step_rewards, group_idx, next_group_idx = module.compute_group_aggregation_values(data)
+    penalty = params.get("invalid_penalty", 0.1)
+    token_rewards = np.zeros((n, RESPONSE_TOKENS))
+    token_rewards[:, -1] = episode_scores(batch, penalty)[order]
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        result, _ = module.compute_g2po_outcome_advantage(
+            torch.tensor(token_rewards, dtype=torch.float64),
+            step_rewards,
+            torch.ones((n, RESPONSE_TOKENS), dtype=torch.float64),
+            data.non_tensor_batch["uid"],
+            data.non_tensor_batch["traj_uid"],
+            group_idx,
+            next_group_idx,
+            batch.valid[order].astype(np.int64),
+            epsilon=1e-6,
+            step_advantage_w=params.get("step_weight", 1.0),
+            mode=MODES[params.get("norm", "mean_std")],
+        )
+    finally:
+        torch.set_default_dtype(default_dtype)
+    advantages = np.empty(n)
+    advantages[order] = result[:, 0].numpy()
+    return advantages
+
+
 # Our estimator name -> (file, function or None for the module, adapter): the peers
 # ``bench estimators`` times.
 PEERS: dict[str, tuple[str, str | None, Callable[..., np.ndarray]]] = {
     "gigpo": (GIGPO_FILE, "compute_gigpo_outcome_advantage", run_gigpo),
     "hgpo": (HGPO_FILE, "hgpo_advantage_estimate", run_hgpo),
     "graphgpo": (GRAPHGPO_FILE, None, run_graphgpo),
+    "g2po": (G2PO_FILE, None, run_g2po),
 }
 
 

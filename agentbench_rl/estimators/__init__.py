@@ -21,6 +21,7 @@ from agentbench_rl.core.batch import StepBatch
 # isort: off
 from agentbench_rl.estimators import grpo, rloo, gigpo, bipace, ecpo  # noqa: F401
 from agentbench_rl.estimators import progpo, gated_bepo, hgpo, graphgpo  # noqa: F401
+from agentbench_rl.estimators import g2po, crbc, graphhca, graft  # noqa: F401
 
 # isort: on
 from agentbench_rl.estimators.registry import (

@@ -27,8 +27,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import scipy.sparse
-import scipy.sparse.linalg
 
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators.common import (
@@ -40,45 +38,11 @@ from agentbench_rl.estimators.common import (
     discounted_sum_to_go,
     episode_advantage,
     set_stats,
+    state_values,
 )
 from agentbench_rl.estimators.registry import EstimatorResult, register
 
 Mixing = Literal["additive", "replace"]
-
-
-def state_values(
-    node: np.ndarray, successor: np.ndarray, reward: np.ndarray, n_nodes: int, gamma: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """V over the nodes (with V(⊥) = 0 appended at index ``n_nodes``) and, per node, the number
-    of distinct successors.
-
-    Example:
-        >>> # s0 -> s1 -> ⊥ with rewards 0 then 1, γ = 0.5:  V(s1) = 1, V(s0) = 0.5
-        >>> values, _ = state_values(np.array([0, 1]), np.array([1, 2]), np.array([0.0, 1.0]),
-        ...                          2, 0.5)
-        >>> values.tolist()
-        [0.5, 1.0, 0.0]
-    """
-    leaving = np.bincount(node, minlength=n_nodes).astype(np.float64)
-    # b(s): mean raw reward of the rows leaving s
-    mean_reward = np.bincount(node, weights=reward, minlength=n_nodes) / leaving
-    # M(s, s') = (rows s -> s') / (rows leaving s), over the distinct (s, s') pairs
-    pair_codes, n_pairs = combine_codes(node, successor)
-    pair_count = np.bincount(pair_codes, minlength=n_pairs)
-    pair_from = np.empty(n_pairs, dtype=np.int64)
-    pair_to = np.empty(n_pairs, dtype=np.int64)
-    pair_from[pair_codes] = node
-    pair_to[pair_codes] = successor
-    inner = pair_to < n_nodes  # V(⊥) = 0, so edges into ⊥ drop out of the system
-    transition = scipy.sparse.csr_matrix(
-        (pair_count[inner] / leaving[pair_from[inner]], (pair_from[inner], pair_to[inner])),
-        shape=(n_nodes, n_nodes),
-    )
-    # (I − γM)·V = b
-    system = (scipy.sparse.identity(n_nodes, format="csr") - gamma * transition).tocsc()
-    values = np.atleast_1d(scipy.sparse.linalg.spsolve(system, mean_reward))
-    distinct_successors = np.bincount(pair_from, minlength=n_nodes)
-    return np.append(values, 0.0), distinct_successors
 
 
 @register("gated_bepo")

@@ -184,6 +184,17 @@ PARAM_RULES: dict[str, ParamRule] = {
     "normalize_distance": boolean().described(
         "graph return of the distance gained (d_next - d_now + 1), not of d_next"
     ),
+    "power": ParamRule(
+        lambda value: _is_number(value) and not math.isnan(value) and value >= 1,
+        "a number >= 1, or inf (the max)",
+        "number",
+    ).described("exponent of the power-mean backup: 1 the expectation, inf the max"),
+    "floor": number_in(0, 1, low_open=True, high_open=True).described(
+        "success probability below which the log potential is cut"
+    ),
+    "hops": integer_at_least(0).described(
+        "TD residuals summed along the trajectory (0: all, to its end)"
+    ),
     "lone_row": one_of("zero", "score").described(
         "the episode advantage of a task group of one row: 0, or its score (verl-agent)"
     ),

@@ -58,8 +58,16 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators import EstimatorSpec, resolve
 
 MODES = {"mean_norm": "mean", "mean_std_norm": "mean_std"}
-#: The parameter ``step_advantage_w`` sets, by estimator.
-STEP_WEIGHT = {"gigpo": "omega", "graphgpo": "step_weight"}
+#: The parameter ``step_advantage_w`` sets, by estimator. CRBC is not one: its step weight's
+#: default is 5 (the paper's w_S), which verl-agent's default 1.0 would silently replace; give
+#: it as ``step_weight=``.
+STEP_WEIGHT = {
+    "gigpo": "omega",
+    "graphgpo": "step_weight",
+    "g2po": "step_weight",
+    "graphhca": "step_weight",
+    "graft": "omega",
+}
 SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
 
 
@@ -206,3 +214,7 @@ compute_progpo_outcome_advantage = _drop_in("progpo")
 compute_gated_bepo_outcome_advantage = _drop_in("gated_bepo")
 compute_hgpo_outcome_advantage = _drop_in("hgpo")
 compute_graphgpo_outcome_advantage = _drop_in("graphgpo")
+compute_g2po_outcome_advantage = _drop_in("g2po")
+compute_crbc_outcome_advantage = _drop_in("crbc")
+compute_graphhca_outcome_advantage = _drop_in("graphhca")
+compute_graft_outcome_advantage = _drop_in("graft")
