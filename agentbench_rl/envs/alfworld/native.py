@@ -488,7 +488,7 @@ def _choices(game: NativeGame, truth: State) -> Choices:
             if action is not None:
                 actions.setdefault(game.command(action), action)
     admissible = tuple(sorted(c for c in actions if c not in HIDDEN_COMMANDS))
-    won = world.holds(world.problem.goal, truth, {})
+    won = world.goal_holds(truth)
     return Choices(actions, admissible, frozenset(admissible), won)
 
 

@@ -48,6 +48,8 @@ ROOT_TYPE = "object"
 EQUALS = "="
 #: Answers :meth:`World.applicable` remembers per world (it starts afresh when full).
 MEMO_ENTRIES = 50_000
+#: The key :meth:`World.goal_holds` files its answers under (no schema is named so).
+GOAL = ":goal"
 
 
 class PddlError(ValueError):
@@ -439,6 +441,7 @@ class World:
         self._read_by: dict[str, tuple[str, ...]] = {}
         self._applicable: dict[Any, tuple[tuple[frozenset[Fact], ...], list[tuple[str, ...]]]]
         self._applicable = {}
+        self._goal: dict[Any, tuple[tuple[frozenset[Fact], ...], bool]] = {}
         self.remembers = True
 
     def objects_of(self, type_: str) -> tuple[str, ...]:
@@ -578,6 +581,28 @@ class World:
             self._applicable.clear()
         self._applicable[key] = (tuple(frozenset(facts.get(p, ())) for p in read), found)
         return found
+
+    def goal_holds(self, state: State) -> bool:
+        """Whether the problem's goal holds in ``state``, remembered as :meth:`applicable`'s
+        answers are: by the facts of the predicates the goal reads."""
+        goal = self.problem.goal
+        if not self.remembers:
+            return self.holds(goal, state, {})
+        read = self._read_by.get(GOAL)
+        if read is None:
+            read = self._read_by[GOAL] = tuple(sorted(predicates_of(goal) - self.static_predicates))
+        key = (GOAL, *(state.predicate_key(p) for p in read))
+        stored = self._goal.get(key)
+        facts = state.by_predicate
+        if stored is not None and all(
+            facts.get(p, set()) == held for p, held in zip(read, stored[0], strict=True)
+        ):
+            return stored[1]
+        holds = self.holds(goal, state, {})
+        if len(self._goal) >= MEMO_ENTRIES:
+            self._goal.clear()
+        self._goal[key] = (tuple(frozenset(facts.get(p, ())) for p in read), holds)
+        return holds
 
     def _applicable_now(self, schema: ActionSchema, state: State) -> list[tuple[str, ...]]:
         """:meth:`applicable`, computed."""
