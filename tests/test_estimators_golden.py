@@ -905,4 +905,4 @@ def test_graphhca_by_hand() -> None:
     step = np.array(
         [spread / 3, -math.log(f) / 2, -2 * spread / 3, 0, spread / 3, math.log(f) / 2, 0]
     )
-    check("graphhca", w_batch(), episode_rows("mean") + step, norm="mean", power=math.inf)
+    check("graphhca", w_batch(), episode_rows("mean") + step, norm="mean", power="inf")

@@ -636,18 +636,27 @@ def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Pa
     assert by_method[("Qwen2.5-7B-Instruct", "BiPACE\\_Q")] == "97.1 ± 0.9"
     assert by_method[("Qwen2.5-1.5B-Instruct", "ECPO")] == "92.7"
     webshop = {
-        row[1]: (row[3], row[4]) for row in table_rows(markdown, "### webshop: reported by papers")
+        (row[0], row[1]): (row[3], row[4])
+        for row in table_rows(markdown, "### webshop: reported by papers")
     }
     assert webshop == {
-        "ECPO": ("71.9", "84.4"),
-        "GiGPO (w/o std)": ("67.4", "83.5"),
-        "GRPO": ("56.8", "75.8"),
-        "HGPO": ("—", "88.4"),  # the HGPO paper's WebShop 7B score; its success is not recorded
-        "SCPO": ("74.8 ± 2.0", "—"),
-        "HiPER **critic-based** **hierarchical**": ("83.3", "—"),  # tagged: not a group method
+        ("Qwen2.5-1.5B-Instruct", "ECPO"): ("71.9", "84.4"),
+        ("Qwen2.5-1.5B-Instruct", "GiGPO (w/o std)"): ("67.4", "83.5"),
+        ("Qwen2.5-1.5B-Instruct", "GRPO"): ("56.8", "75.8"),
+        # the HGPO paper's WebShop 7B score; its success is not recorded
+        ("Qwen2.5-7B-Instruct", "HGPO"): ("—", "88.4"),
+        ("Qwen2.5-1.5B-Instruct", "SCPO"): ("74.8 ± 2.0", "—"),
+        # tagged: not a group method
+        ("Qwen2.5-7B-Instruct", "HiPER **critic-based** **hierarchical**"): ("83.3", "—"),
+        # GraphGPO's own table as MileGPO and GRAFT copy it (issue #59)
+        ("Qwen2.5-1.5B-Instruct", "GraphGPO"): ("78.7 ± 3.9", "89.3"),  # 78.65, 89.29
+        ("Qwen2.5-7B-Instruct", "GraphGPO"): ("80.3 ± 1.3", "86.9"),
     }
-    ecpo = next(row for row in rows if row[1] == "ECPO")
-    assert "Note: the model sizes disagree with ECPO's abstract" in ecpo[2]
+    ecpo = {row[0]: row for row in rows if row[1] == "ECPO"}
+    assert "Note: measured against ECPO's own re-run of GiGPO" in ecpo["Qwen2.5-1.5B-Instruct"][2]
+    assert "Note: unresolved" in ecpo["Qwen2.5-7B-Instruct"][2]
+    graphgpo = next(row for row in rows if row[1] == "GraphGPO" and "MileGPO" in row[2])
+    assert "GRAFT (arXiv 2609.28963, Table 1)" in graphgpo[2]
     # Reported rows never enter a validated table.
     validated = table_rows(markdown, "### sokoban / val")
     assert not any("reported" in cell for row in validated for cell in row)
@@ -656,7 +665,7 @@ def test_reported_rows_are_apart_labelled_and_match_estimators_md(board_root: Pa
 def test_reported_data_file_holds_every_number_of_estimators_md() -> None:
     reported = load_reported()
     table = {
-        (row.env, row.model.split("-")[1], row.method_label): (
+        (row.env, row.model.split("-")[1], row.method_label, row.paper): (
             row.success,
             row.success_std,
             row.score,
@@ -664,36 +673,59 @@ def test_reported_data_file_holds_every_number_of_estimators_md() -> None:
         for row in reported.rows
     }
     expected = {
-        ("alfworld", "1.5B", "GRPO"): (72.8, 3.6, None),
-        ("alfworld", "7B", "GRPO"): (77.6, 5.2, None),
-        ("alfworld", "1.5B", "GiGPO (w/ std)"): (86.7, 1.7, None),
-        ("alfworld", "7B", "GiGPO (w/ std)"): (90.8, 1.3, None),
-        ("alfworld", "1.5B", "BiPACE_Q"): (93.5, 1.2, None),
-        ("alfworld", "7B", "BiPACE_Q"): (97.1, 0.9, None),
-        ("alfworld", "1.5B", "ECPO"): (92.7, None, None),
-        ("alfworld", "7B", "ECPO"): (91.9, None, None),
-        ("webshop", "1.5B", "GRPO"): (56.8, None, 75.8),
-        ("webshop", "1.5B", "GiGPO (w/o std)"): (67.4, None, 83.5),
-        ("webshop", "1.5B", "ECPO"): (71.9, None, 84.4),
-        ("visual_sokoban", "VL", "GRPO"): (67.1, 4.7, None),
-        ("visual_sokoban", "VL", "GiGPO"): (81.0, 3.6, None),
-        ("textcraft", "1.5B", "GiGPO"): (58.3, 7.8, None),
-        ("textcraft", "7B", "GiGPO"): (87.0, 2.4, None),
-        ("textcraft", "1.5B", "BiPACE_Q"): (65.1, 7.0, None),
-        ("textcraft", "7B", "BiPACE_Q"): (91.1, 2.4, None),
+        ("alfworld", "1.5B", "GRPO", "gigpo"): (72.8, 3.6, None),
+        ("alfworld", "7B", "GRPO", "gigpo"): (77.6, 5.2, None),
+        ("alfworld", "1.5B", "GiGPO (w/ std)", "gigpo"): (86.7, 1.7, None),
+        ("alfworld", "7B", "GiGPO (w/ std)", "gigpo"): (90.8, 1.3, None),
+        ("alfworld", "1.5B", "BiPACE_Q", "bipace"): (93.5, 1.2, None),
+        ("alfworld", "7B", "BiPACE_Q", "bipace"): (97.1, 0.9, None),
+        ("alfworld", "1.5B", "ECPO", "ecpo"): (92.7, None, None),
+        ("alfworld", "7B", "ECPO", "ecpo"): (91.9, None, None),
+        ("webshop", "1.5B", "GRPO", "gigpo"): (56.8, None, 75.8),
+        ("webshop", "1.5B", "GiGPO (w/o std)", "gigpo"): (67.4, None, 83.5),
+        ("webshop", "1.5B", "ECPO", "ecpo"): (71.9, None, 84.4),
+        ("visual_sokoban", "VL", "GRPO", "gigpo"): (67.1, 4.7, None),
+        ("visual_sokoban", "VL", "GiGPO", "gigpo"): (81.0, 3.6, None),
+        ("textcraft", "1.5B", "GiGPO", "bipace"): (58.3, 7.8, None),
+        ("textcraft", "7B", "GiGPO", "bipace"): (87.0, 2.4, None),
+        ("textcraft", "1.5B", "BiPACE_Q", "bipace"): (65.1, 7.0, None),
+        ("textcraft", "7B", "BiPACE_Q", "bipace"): (91.1, 2.4, None),
         # BiPACE's "HiGPO" baseline rows and the HGPO paper's own WebShop 7B score (issue #26)
-        ("alfworld", "1.5B", "HiGPO"): (92.8, None, None),
-        ("alfworld", "7B", "HiGPO"): (95.4, None, None),
-        ("textcraft", "1.5B", "HiGPO"): (59.4, None, None),
-        ("textcraft", "7B", "HiGPO"): (87.5, None, None),
-        ("webshop", "7B", "HGPO"): (None, None, 88.4),
+        ("alfworld", "1.5B", "HiGPO", "bipace"): (92.8, None, None),
+        ("alfworld", "7B", "HiGPO", "bipace"): (95.4, None, None),
+        ("textcraft", "1.5B", "HiGPO", "bipace"): (59.4, None, None),
+        ("textcraft", "7B", "HiGPO", "bipace"): (87.5, None, None),
+        ("webshop", "7B", "HGPO", "hgpo"): (None, None, 88.4),
         # issue #42: SCPO and HiPER from their abstracts
-        ("alfworld", "1.5B", "SCPO"): (93.7, 4.1, None),
-        ("webshop", "1.5B", "SCPO"): (74.8, 2.0, None),
-        ("alfworld", "7B", "HiPER"): (97.4, None, None),
-        ("webshop", "7B", "HiPER"): (83.3, None, None),
+        ("alfworld", "1.5B", "SCPO", "scpo"): (93.7, 4.1, None),
+        ("webshop", "1.5B", "SCPO", "scpo"): (74.8, 2.0, None),
+        ("alfworld", "7B", "HiPER", "hiper"): (97.4, None, None),
+        ("webshop", "7B", "HiPER", "hiper"): (83.3, None, None),
+        # issue #59: GraphGPO's own table as MileGPO and GRAFT copy it, with its GRPO and
+        # GiGPO re-runs, and the 2026 graph-Bellman papers as the issue quotes them
+        ("alfworld", "1.5B", "GraphGPO", "graphgpo"): (92.71, 1.3, None),
+        ("alfworld", "7B", "GraphGPO", "graphgpo"): (95.3, 1.1, None),
+        ("webshop", "1.5B", "GraphGPO", "graphgpo"): (78.65, 3.9, 89.29),
+        ("webshop", "7B", "GraphGPO", "graphgpo"): (80.3, 1.3, 86.9),
+        ("alfworld", "1.5B", "CRBC", "crbc"): (96.09, 0.64, None),
+        ("alfworld", "7B", "CRBC", "crbc"): (96.88, 1.56, None),
+        ("alfworld", "1.5B", "GraphHCA", "graphhca"): (95.7, 1.2, None),
+        ("alfworld", "7B", "GraphHCA", "graphhca"): (96.9, 0.8, None),
+        ("alfworld", "1.5B", "GraphHCA (power mean ω=5)", "graphhca"): (95.3, None, None),
+        ("alfworld", "1.5B", "GraphHCA (power mean ω=10)", "graphhca"): (91.8, None, None),
+        ("alfworld", "1.5B", "GraphHCA (max backup, ω=∞)", "graphhca"): (90.1, None, None),
+        ("alfworld", "1.5B", "GRAFT", "graft"): (97.4, 0.4, None),
+        ("alfworld", "7B", "GRAFT", "graft"): (98.4, 0.6, None),
     }
+    expected.update(
+        {
+            ("alfworld", "1.5B", "GRPO", "graphgpo"): (77.86, None, None),  # its own re-runs
+            ("alfworld", "1.5B", "GiGPO", "graphgpo"): (90.88, None, None),
+            ("alfworld", "1.5B", "GraphGPO", "graphhca"): (91.0, None, None),  # GraphHCA's run
+        }
+    )
     assert table == expected
+
     assert {row.paper for row in reported.rows if row.env == "textcraft"} == {"bipace"}
 
 

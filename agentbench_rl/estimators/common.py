@@ -426,6 +426,22 @@ def dose(advantages: np.ndarray) -> float:
     return float(np.mean(np.abs(advantages) > ZERO_ADVANTAGE))
 
 
+def effective_share(advantages: np.ndarray) -> float:
+    """The effective sample size of the rows under weights ``|A|``, as a share of the rows:
+    ``(Σ|A_i|)² / (n·Σ A_i²)`` (Kish's), 1 when every row carries the same weight and 1/n when
+    one row carries all of it; 0 for advantages that are all zero. Beside :func:`dose`, it says
+    how many rows a credit rule's gradient effectively rests on.
+
+    Example:
+        >>> effective_share(np.array([1.0, -1.0, 0.0, 0.0])), effective_share(np.array([3.0, 0.0]))
+        (0.5, 0.5)
+    """
+    squares = float(np.sum(advantages * advantages))
+    if advantages.size == 0 or squares == 0.0:
+        return 0.0
+    return float(np.sum(np.abs(advantages)) ** 2 / (advantages.size * squares))
+
+
 def match_dose(advantages: np.ndarray, share: float, seed: int) -> np.ndarray:
     """The advantages of a dose-matched comparison: of the rows with a non-zero advantage, a
     uniform draw (from ``seed``) of ``round(share * rows)`` keeps its value and the others

@@ -17,7 +17,10 @@ same observation), ``L_i`` the length of row i's trajectory, ``t_i`` its step::
     A^E_i    = norm(score_i, {score_j : j in g})                        (GiGPO's episode term)
     A_i      = A^E_i + w·(A^N_i + A^G_i)
 
-with c = 10 (the code's ``SUCCESS_REWARD``), γ = 0.95 and ``score_i = R(τ_i) − p·[not valid_i]``.
+with c = 10 (the code's ``SUCCESS_REWARD``; ``success_value``), γ = 0.95 and
+``score_i = R(τ_i) − p·[not valid_i]``. The code's trainer pays 10 for a win, so a batch of the
+env's own rewards (1 for a win in ALFWorld and TextCraft) never reaches c = 10: give
+``success_value`` the batch's success reward there.
 
 Choices the paper leaves open, settled by the authors' code and kept here: the anchor value
 discounts the trajectory's return by its steps to the end plus one (γ^{L−t}: the last step's
@@ -86,6 +89,7 @@ def g2po(
     norm: Norm = "mean_std",
     invalid_penalty: float = 0.1,
     lone_row: LoneRow = "zero",
+    success_value: float = SUCCESS_VALUE,
 ) -> EstimatorResult:
     """GiGPO's episode term plus the anchor value a step reaches and gains (G2PO's code).
 
@@ -105,8 +109,8 @@ def g2po(
     """
     anchors, values, n_anchors = anchor_values(batch, gamma)
     following = batch.next_row
-    success = trajectory_returns(batch)[batch.traj_codes] == SUCCESS_VALUE
-    terminal = np.where(success, SUCCESS_VALUE, 0.0)
+    success = trajectory_returns(batch)[batch.traj_codes] == success_value
+    terminal = np.where(success, success_value, 0.0)
     reached = np.where(following >= 0, values[anchors[np.maximum(following, 0)]], terminal)
 
     # A^N_i: the value reached, within the anchor set (with the invalid-action penalty)

@@ -22,6 +22,9 @@ behaviour on the graph, discounted per step); at ω = ∞ ``P(s) = γ^{d(s)}`` w
 edges to ⊕ (the max backup ranks states as GraphGPO's shortest path does); otherwise value
 iteration from P = 0 until no node moves by 1e-15.
 
+``power`` is ω: a finite number ≥ 1, or ``"inf"`` for the max (a command line's ``key=value``
+takes finite numbers only).
+
 Choices the summary leaves open, settled here and listed in ``docs/estimators.md``: states are
 observations; γ = 0.95 (the trainers' discount), floor = 0.01, w_s = 1, ω = 1; a step's
 increment is standardised among the rows leaving its state (0 for a state left once);
@@ -31,7 +34,7 @@ success is the trajectory's ``success`` (a positive return where the batch has n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -108,7 +111,7 @@ def graphhca(
     batch: StepBatch,
     *,
     gamma: float = 0.95,
-    power: float = 1.0,
+    power: float | Literal["inf"] = 1.0,
     floor: float = 0.01,
     step_weight: float = 1.0,
     norm: Norm = "mean_std",
@@ -132,7 +135,8 @@ def graphhca(
         [2.8026, -2.8026]
     """
     node, successor, n_nodes = observation_graph(batch)
-    potential = success_potential(node, successor, n_nodes, gamma, power)  # P
+    exponent = np.inf if power == "inf" else float(power)
+    potential = success_potential(node, successor, n_nodes, gamma, exponent)  # P
     log_potential = np.log(np.maximum(potential, floor))  # Φ
     increment = log_potential[successor] - log_potential[node]  # δ_i
     step_adv = normalise(increment, node, set_stats(increment, node, n_nodes), norm)

@@ -185,15 +185,18 @@ PARAM_RULES: dict[str, ParamRule] = {
         "graph return of the distance gained (d_next - d_now + 1), not of d_next"
     ),
     "power": ParamRule(
-        lambda value: _is_number(value) and not math.isnan(value) and value >= 1,
-        "a number >= 1, or inf (the max)",
+        lambda value: value == "inf" or (_is_number(value) and math.isfinite(value) and value >= 1),
+        "a finite number >= 1, or 'inf' (the max)",
         "number",
-    ).described("exponent of the power-mean backup: 1 the expectation, inf the max"),
+    ).described("exponent of the power-mean backup: 1 the expectation, 'inf' the max"),
     "floor": number_in(0, 1, low_open=True, high_open=True).described(
         "success probability below which the log potential is cut"
     ),
     "hops": integer_at_least(0).described(
         "TD residuals summed along the trajectory (0: all, to its end)"
+    ),
+    "success_value": number_in(0, math.inf, low_open=True).described(
+        "the return at which a trajectory's last step reaches success (G2PO's code: 10)"
     ),
     "lone_row": one_of("zero", "score").described(
         "the episode advantage of a task group of one row: 0, or its score (verl-agent)"

@@ -67,10 +67,10 @@ INTRO = (
     "commit its results name, the data fingerprint; a well-formed claim is shown, never "
     "vouched for. One set of episodes is one row: the same episodes filed again under another "
     "name are refused.",
-    "ProGPO and Gated-BEPO are this project's readings of abstracts, not a paper's code "
-    "(docs/estimators.md names their published relatives: HGPO and Progress Advantage, "
-    "arXiv:2606.26080, for ProGPO; G2PO, arXiv:2606.22995, GAGPO, arXiv:2605.13217, and "
-    "GraphGPO for Gated-BEPO); GiGPO, HGPO and GraphGPO equal their authors' code.",
+    "ProGPO (arXiv:2607.04242) and Gated-BEPO (arXiv:2608.06861) are this project's readings "
+    "of their abstracts, CRBC (arXiv:2609.35082), GraphHCA (arXiv:2609.35084) and GRAFT "
+    "(arXiv:2609.28963) its readings of summaries of their papers, not the papers' code "
+    "(docs/estimators.md); GiGPO, HGPO, GraphGPO and G2PO equal their authors' code.",
     "Rows labelled reported quote numbers from papers, on the papers' own setups; they are not "
     "validated here and are not ranked with validated rows. † the paper is inferred from the "
     "method and `docs/estimators.md`, which does not name it; — the table is not recorded.",

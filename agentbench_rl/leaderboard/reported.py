@@ -7,7 +7,7 @@ a claim, never a rank among validated submissions.
 Example:
     >>> rows = load_reported().rows_for("alfworld")
     >>> [(row.method_label, row.success) for row in rows if row.model == "Qwen2.5-7B-Instruct"][:3]
-    [('HiPER', 97.4), ('BiPACE_Q', 97.1), ('HiGPO', 95.4)]
+    [('GRAFT', 98.4), ('HiPER', 97.4), ('BiPACE_Q', 97.1)]
 """
 
 from __future__ import annotations

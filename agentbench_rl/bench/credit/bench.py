@@ -226,6 +226,28 @@ def markdown(report: Report) -> str:
                 cells.append(_cell(entry.parts["all"].get(metric)) if entry is not None else "–")
             mean = _mean_over_sets(report, estimator, metric)
             lines.append(f"| {estimator} | " + " | ".join(cells) + f" | {_cell({'value': mean})} |")
+    lines += [
+        "",
+        "## Dose and effective sample size",
+        "",
+        "Per set: the share of rows the estimator gives a non-zero advantage (its dose, what "
+        "arXiv 2608.19760 found training differences mostly came from) / the effective sample "
+        "size of its |A| weights as a share of the rows, (Σ|A|)² / (n·ΣA²). Credit rules that "
+        "train different numbers of rows are not compared like for like.",
+        "",
+        "| estimator | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for estimator in report.estimators():
+        cells = []
+        for name in names:
+            entry = report.find(estimator, name)
+            if entry is None or entry.dose is None or entry.effective is None:
+                cells.append("–")
+            else:
+                cells.append(f"{entry.dose:.2f} / {entry.effective:.2f}")
+        if any(cell != "–" for cell in cells):
+            lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
     lines += ["", "## Pearson by part (mean over the sets that have the part)", ""]
     lines.append("| estimator | " + " | ".join(PARTS) + " |")
     lines.append("|---" * (len(PARTS) + 1) + "|")

@@ -179,6 +179,22 @@ def _group_scores(report: Report, estimator: str, prefix: str) -> list[float]:
     return values
 
 
+def _dose_cell(report: Report, estimator: str, prefixes: Sequence[str]) -> str:
+    """The estimator's mean dose / effective sample share over the sets of ``prefixes`` (the
+    real envs'), '–' where it has none (a label without advantages of its own)."""
+    found = [
+        (entry.dose, entry.effective)
+        for credit in report.sets
+        if credit.name.startswith(tuple(prefixes))
+        for entry in [report.find(estimator, credit.name)]
+        if entry is not None and entry.dose is not None and entry.effective is not None
+    ]
+    if not found:
+        return "–"
+    doses, shares = zip(*found, strict=True)
+    return f"{np.mean(doses):.2f} / {np.mean(shares):.2f}"
+
+
 def _cell(values: Sequence[float], of: int) -> str:
     """A group's mean, with the count of its sets where the row is scored on fewer.
 
@@ -224,10 +240,13 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         "leaderboard submit DIR` (a folder with `estimator.py` and `card.json`; see "
         "docs/leaderboards.md). Rank: the mean of a row's real-env means; a row scored on "
         "fewer sets (the count shown where a group lacks some) ranks after every row scored "
-        "on more.",
+        "on more. Dose: over the real envs' sets, the mean share of rows the estimator gives a "
+        "non-zero advantage / the mean effective sample size of its |A| weights, (Σ|A|)² / "
+        "(n·ΣA²), as a share of the rows (per set in `bench credit`'s card): credit rules that "
+        "train different numbers of rows are not compared like for like (arXiv 2608.19760).",
         "",
-        "| rank | estimator | source | " + " | ".join(groups) + " | real envs |",
-        "|---" * (len(groups) + 4) + "|",
+        "| rank | estimator | source | " + " | ".join(groups) + " | real envs | dose |",
+        "|---" * (len(groups) + 5) + "|",
     ]
     total = sum(sizes.values())
     for rank, (estimator, scores, real, covered) in enumerate(rows, start=1):
@@ -241,5 +260,10 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         shown = "–" if math.isnan(real) else f"{real:.2f}"
         if 0 < covered < total:
             shown += f" ({covered} of {total} sets)"
-        lines.append(f"| {rank} | {estimator} | {source} | " + " | ".join(cells) + f" | {shown} |")
+        dose_cell = _dose_cell(report, estimator, real_envs)
+        lines.append(
+            f"| {rank} | {estimator} | {source} | "
+            + " | ".join(cells)
+            + f" | {shown} | {dose_cell} |"
+        )
     return "\n".join(lines) + "\n"

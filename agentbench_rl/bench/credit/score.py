@@ -41,7 +41,7 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.plugins import import_attribute
 from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
-from agentbench_rl.estimators.common import combine_codes
+from agentbench_rl.estimators.common import combine_codes, dose, effective_share
 from agentbench_rl.spec.assignments import parse_named
 
 #: The reference rows (labels, not estimators).
@@ -270,6 +270,10 @@ class Score:
     set: str
     parts: dict[str, dict[str, Any]] = field(default_factory=dict)
     against: dict[str, Any] | None = None
+    #: The share of the set's rows the estimator gives a non-zero advantage (its dose), and the
+    #: effective sample size of its |A| weights as a share of the rows (``None``: a reference).
+    dose: float | None = None
+    effective: float | None = None
 
     def record(self) -> dict[str, Any]:
         """The JSON record (``{"estimator", "set", "pearson": {"value", "ci"}, ...}``)."""
@@ -279,6 +283,8 @@ class Score:
             "set": self.set,
             **{name: overall.get(name) for name in METRICS},
             "rows": overall.get("rows"),
+            "dose": self.dose,
+            "effective_share": self.effective,
             "parts": {part: figures for part, figures in self.parts.items() if part != "all"},
             **({"against": self.against} if self.against is not None else {}),
         }
@@ -291,7 +297,7 @@ def score(
     the set's tasks (the same resamples for every estimator of the set: seeded by the set and
     the part); with ``base`` (another estimator's advantages), the paired differences (this
     minus base) on the same resamples."""
-    result = Score(label, credit.name)
+    result = Score(label, credit.name, dose=dose(estimate), effective=effective_share(estimate))
     truth, error = credit.true_advantage, credit.standard_error
     for part, mask in part_masks(credit).items():
         codes = pd.factorize(credit.tasks[mask])[0]
