@@ -590,6 +590,23 @@ def bench_envs(
         run_envs(env or None, steps=steps, console=console_for())
 
 
+@bench_app.command("rollout")
+def bench_rollout(
+    env: Annotated[
+        list[str] | None, typer.Option(help="Envs to measure (default: all here).")
+    ] = None,
+    repeats: Annotated[int, typer.Option(min=1, max=100, help="Alternated measurements.")] = 3,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Worker processes of the scaling column.")
+    ] = 2,
+) -> None:
+    """The trainer's rollout loop (a free policy) against the bare env, and worker scaling."""
+    require("train", "bench rollout")
+    from agentbench_rl.bench.rollout import run as run_rollout
+
+    run_rollout(env or None, repeats=repeats, workers=workers, console=console_for())
+
+
 @bench_app.command("alfworld")
 def bench_alfworld(
     games: Annotated[int, typer.Option(min=1, help="valid_seen games to time.")] = 12,

@@ -113,11 +113,18 @@ def resolve(name: str) -> EnvEntry:
 
 
 def env_class(name: str) -> type[TextAgentEnv[Any]]:
-    """The env class behind a short name or Gymnasium id, imported on demand."""
-    module_name, class_name = resolve(name).entry_point.split(":")
-    module = __import__(module_name, fromlist=[class_name])
-    cls: type[TextAgentEnv[Any]] = getattr(module, class_name)
+    """The env class behind a short name or Gymnasium id, imported on demand (once per entry
+    point: every rollout step's prompt asks for its env's class)."""
+    entry_point = resolve(name).entry_point
+    cls = _CLASSES.get(entry_point)
+    if cls is None:
+        module_name, class_name = entry_point.split(":")
+        module = __import__(module_name, fromlist=[class_name])
+        cls = _CLASSES[entry_point] = getattr(module, class_name)
     return cls
+
+
+_CLASSES: dict[str, type[TextAgentEnv[Any]]] = {}
 
 
 def task_categories_of(env: Any, split: str, tasks: Sequence[str]) -> dict[str, str]:

@@ -78,6 +78,7 @@ class _SokobanBase(TextAgentEnv[Any]):
         self._player = 0
         self._boxes: frozenset[int] = frozenset()
         self._grid: str | None = None
+        self._grid_hash: tuple[str, str] | None = None  # the grid text and its hash
         self._plan: list[str] = []
         self._plan_state: tuple[int, frozenset[int]] | None = None
 
@@ -169,7 +170,9 @@ class _SokobanBase(TextAgentEnv[Any]):
         return self._grid
 
     def _state_hash(self) -> str:
-        return stable_hash(self.grid_text())
+        if self._grid_hash is None or self._grid_hash[0] is not self.grid_text():
+            self._grid_hash = (self.grid_text(), stable_hash(self.grid_text()))
+        return self._grid_hash[1]
 
     def admissible_actions(self) -> list[str]:
         """Always the four moves (walking into a wall is legal and changes nothing)."""

@@ -10,6 +10,7 @@ Rewards follow the classic gym-sokoban env: -0.1 per step, +1 for a box pushed o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 ACTIONS: tuple[str, ...] = ("up", "down", "left", "right")
@@ -106,8 +107,10 @@ def render_grid(room: Room, player: int, boxes: frozenset[int]) -> str:
     return "\n".join("".join(cells[row : row + width]) for row in range(0, len(cells), width))
 
 
+@functools.lru_cache(maxsize=4096)
 def base_cells(room: Room) -> tuple[str, ...]:
-    """Wall, floor and target symbols of every cell, without player or boxes."""
+    """Wall, floor and target symbols of every cell, without player or boxes (a room is
+    immutable: each is worked out once, not at every step's rendering)."""
     return tuple(
         WALL if cell in room.walls else TARGET if cell in room.targets else FLOOR
         for cell in range(room.width * room.height)

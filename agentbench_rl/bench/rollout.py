@@ -1,0 +1,209 @@
+"""``agentbench-rl bench rollout``: what the trainer's rollout loop adds to the env, and how it
+scales with worker processes.
+
+Per env, one iteration's rollouts (N tasks x G trajectories, in lockstep, the trainer's
+``rollout_groups``: episode driver, prompts, hashing, step records) are played with a free
+policy, uniform over each row's admissible actions (no model: what is timed is the loop and the
+env). The same episodes are then replayed on bare envs (reset, then each step with the same
+answer text): the env's own cost. The two alternate ``repeats`` times and the medians give
+
+- rows per second of the loop and steps per second of the bare env, and the loop's overhead,
+  ``bare / loop − 1`` (goal: at most 25%);
+- the loop's rows per second in N worker processes at once, each on its own iteration, against
+  one process (goal: at least 0.8 N on N free cores; the table states the cores and the load).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from multiprocessing import get_context
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from agentbench_rl.envs import ENVS, env_class
+from agentbench_rl.envs.spec import EnvSpec
+from agentbench_rl.models.policy import ActOutput
+from agentbench_rl.prompting import PromptConfig, chosen_response
+from agentbench_rl.rollout.batched import RolloutBatch, rollout_groups
+from agentbench_rl.rollout.episode import episode_seed
+from agentbench_rl.rollout.workers import LocalEnvPool
+
+#: The goals the issue set: the loop's overhead over the bare env, and the scaling of workers.
+OVERHEAD_GOAL = 0.25
+SCALING_GOAL = 0.8
+#: What the loop plays by default: the trainer's default iteration.
+TASKS, GROUP_SIZE = 16, 8
+
+
+@dataclass
+class UniformPolicy:
+    """A free policy: each row's action drawn uniformly among its admissible ones (its own
+    seeded stream; the trainer's sampler is never read), nothing scored."""
+
+    rng: random.Random
+
+    def act(
+        self,
+        prompts: Sequence[str],
+        admissible: Sequence[Sequence[str]],
+        generator: Any = None,
+        capture_hidden: bool = False,
+        greedy: bool = False,
+    ) -> ActOutput:
+        """Answer every row (an :class:`~agentbench_rl.models.policy.ActOutput` with no tokens)."""
+        actions = [options[self.rng.randrange(len(options))] for options in admissible]
+        rows = len(actions)
+        return ActOutput(
+            responses=[chosen_response(action) for action in actions],
+            prompt_ids=[[] for _ in range(rows)],
+            response_ids=[[] for _ in range(rows)],
+            logprobs=[np.zeros(1, dtype=np.float32) for _ in range(rows)],
+            hidden=None,
+            format_ok=[True] * rows,
+        )
+
+
+def loop_iteration(pool: LocalEnvPool, env: EnvSpec, seed: int, tasks: int) -> RolloutBatch:
+    """One iteration's rollouts of the free policy on ``pool`` (the trainer keeps its envs
+    from one iteration to the next; tasks and env seeds from ``seed``)."""
+    import torch
+
+    return rollout_groups(
+        pool,
+        UniformPolicy(random.Random(seed)),
+        env.name,
+        PromptConfig(mode="choose"),
+        env.draw_tasks(tasks, seed),
+        pool.size // tasks,
+        seed,
+        torch.Generator().manual_seed(seed),
+    )
+
+
+def bare_replay(bare: Sequence[Any], batch: RolloutBatch, seed: int) -> tuple[float, int]:
+    """Seconds and steps to play ``batch``'s episodes again on the ``bare`` envs (one per
+    trajectory, the same reset seed and answers)."""
+    answers: dict[int, list[str]] = {}
+    rows = batch.rows
+    for traj, action in zip(rows.column("traj"), rows.column("action_key"), strict=True):
+        answers.setdefault(int(traj), []).append(chosen_response(str(action)))
+    began = time.perf_counter()
+    steps = 0
+    for env, episode in zip(bare, batch.episodes, strict=True):
+        task = episode["task_id"]
+        env.reset(seed=episode_seed(seed, task), options={"task_id": task})
+        for answer in answers.get(int(episode["traj"]), []):
+            env.step(answer)
+            steps += 1
+    return time.perf_counter() - began, steps
+
+
+def _timed_loop(arguments: tuple[EnvSpec, int, int, int]) -> tuple[float, int]:
+    """One process's iteration after a warm-up one on the same pool: seconds and rows (a
+    module-level function for the process pool)."""
+    env, seed, tasks, group_size = arguments
+    pool = LocalEnvPool(env, tasks * group_size)
+    try:
+        loop_iteration(pool, env, seed + 1_000, tasks)
+        began = time.perf_counter()
+        batch = loop_iteration(pool, env, seed, tasks)
+        return time.perf_counter() - began, len(batch)
+    finally:
+        pool.close()
+
+
+def measure(
+    env: EnvSpec, repeats: int = 3, workers: int = 2, tasks: int = TASKS, group: int = GROUP_SIZE
+) -> dict[str, float]:
+    """The loop's rows/s and the bare env's steps/s (alternated, medians), the overhead, and the
+    rows/s of ``workers`` processes at once against one."""
+    loop_rates, bare_rates = [], []
+    pool = LocalEnvPool(env, tasks * group)
+    bare = [env.make() for _ in range(tasks * group)]
+    try:
+        loop_iteration(pool, env, 10_000, tasks)  # warm-up: imports, data, compiled games
+        for repeat in range(repeats):
+            began = time.perf_counter()
+            batch = loop_iteration(pool, env, repeat, tasks)
+            loop_rates.append(len(batch) / (time.perf_counter() - began))
+            seconds, steps = bare_replay(bare, batch, repeat)
+            bare_rates.append(steps / seconds)
+    finally:
+        pool.close()
+    loop, bare_rate = statistics.median(loop_rates), statistics.median(bare_rates)
+    # Each worker times its own iteration, after a warm-up one; started together, the timed
+    # iterations overlap, so the rows of all over the slowest one's time is their joint rate.
+    jobs = [(env, 100 + k, tasks, group) for k in range(workers)]
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as processes:
+        timed = list(processes.map(_timed_loop, jobs))
+    parallel = sum(rows for _, rows in timed) / max(seconds for seconds, _ in timed)
+    return {
+        "loop_rows_per_s": loop,
+        "bare_steps_per_s": bare_rate,
+        "overhead": bare_rate / loop - 1.0,
+        "workers": float(workers),
+        "parallel_rows_per_s": parallel,
+        "scaling": parallel / loop,
+    }
+
+
+def available_envs() -> list[str]:
+    """The text envs that play here (ALFWorld and WebShop need their data), in table order."""
+    found: list[str] = []
+    for name in ("sokoban", "textcraft", "alfworld", "webshop"):
+        if name not in ENVS:
+            continue
+        try:
+            EnvSpec(name=name, split="train").make()
+        except (OSError, ValueError, ImportError):
+            continue
+        found.append(name)
+    return found
+
+
+def run(
+    envs: Sequence[str] | None = None,
+    repeats: int = 3,
+    workers: int = 2,
+    console: Console | None = None,
+) -> dict[str, dict[str, float]]:
+    """Measure every env (``envs``: those named; default: every text env that plays here) and
+    print the table."""
+    names = list(envs) if envs else available_envs()
+    results = {}
+    for name in names:
+        env_class(name)  # an unknown name: one line
+        results[name] = measure(EnvSpec(name=name, split="train"), repeats, workers)
+    if console is not None:
+        cores = os.cpu_count() or 1
+        load = os.getloadavg()[0]
+        table = Table(
+            title=f"The rollout loop against the bare env ({TASKS} x {GROUP_SIZE} episodes, "
+            f"uniform policy; medians of {repeats}; {cores} cores, load {load:.1f})"
+        )
+        for column in ("env", "bare steps/s", "loop rows/s", "overhead", "workers", "scaling"):
+            table.add_column(column, justify="right")
+        for name, figures in results.items():
+            table.add_row(
+                name,
+                f"{figures['bare_steps_per_s']:,.0f}",
+                f"{figures['loop_rows_per_s']:,.0f}",
+                f"{100 * figures['overhead']:+.0f}%",
+                f"{figures['workers']:.0f}",
+                f"{figures['scaling']:.2f}x ({figures['scaling'] / figures['workers']:.2f} N)",
+            )
+        console.print(table)
+        console.print(
+            f"goals: overhead <= {100 * OVERHEAD_GOAL:.0f}%; N workers >= {SCALING_GOAL} N on N "
+            "free cores"
+        )
+    return results
