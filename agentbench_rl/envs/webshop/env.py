@@ -230,7 +230,7 @@ class WebShopEnv(TextAgentEnv[str]):
     # ------------------------------------------------------------------ session
     def _reset_session(self) -> None:
         self._keywords: str | None = None
-        self._results: list[str] = []
+        self._results: tuple[str, ...] = ()
         self._page_num = 1
         self._asin: str | None = None
         self._options: dict[str, str] = {}
@@ -281,22 +281,30 @@ class WebShopEnv(TextAgentEnv[str]):
 
     def _search(self, query: str) -> None:
         self._keywords = query
-        self._results = self.world.index.search(query)
+        index = self.world.index
+        self._results = self.world.searches.get_or(query, lambda: tuple(index.search(query)))
         self._show_results(1)
 
     def _show_results(self, page_num: int) -> None:
         # As the original's ``search_results``: leaving a product forgets it and its options.
         self._page_num, self._asin, self._options = page_num, None, {}
         start = (page_num - 1) * PRODUCT_WINDOW
-        shown = [
-            self.world.catalogue.by_asin[asin]
-            for asin in self._results[start : start + PRODUCT_WINDOW]
-        ]
-        self._show(results_page(self._goal.instruction_text, shown, page_num, len(self._results)))
+        window = tuple(self._results[start : start + PRODUCT_WINDOW])
+        instruction, total = self._goal.instruction_text, len(self._results)
+
+        def render() -> Page:
+            shown = [self.world.catalogue.by_asin[asin] for asin in window]
+            return results_page(instruction, shown, page_num, total)
+
+        self._show(
+            self.world.pages.get_or(("results", instruction, window, page_num, total), render)
+        )
 
     def _show_item(self) -> None:
         product = self.world.catalogue.by_asin[self._asin or ""]
-        self._show(item_page(self._goal.instruction_text, product))
+        instruction = self._goal.instruction_text
+        key = ("item", instruction, product.asin)
+        self._show(self.world.pages.get_or(key, lambda: item_page(instruction, product)))
 
     def _click(self, name: str) -> float:
         """Follow a click, in the order the original's ``SimServer.receive`` checks names."""

@@ -12,11 +12,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.webshop.data import (
@@ -33,6 +34,7 @@ from agentbench_rl.envs.webshop.goals import (
     split_ids,
 )
 from agentbench_rl.envs.webshop.nouns import PRECOMPUTE_LIMIT, TitleNouns, installed_model
+from agentbench_rl.envs.webshop.pages import Page
 from agentbench_rl.envs.webshop.search import SearchIndex, default_cache_dir, product_document
 from agentbench_rl.extras import install_hint
 
@@ -162,6 +164,34 @@ def shipped_manifest() -> dict[str, Any]:
     return data
 
 
+#: Entries a world's memo keeps (it starts afresh when full).
+MEMO_SIZE = 20_000
+Key = TypeVar("Key")
+Value = TypeVar("Value")
+
+
+class Memo(dict[Key, Value]):
+    """What was worked out from a key, worked out on a miss by :meth:`get_or`: a world keeps
+    its rendered pages (a page is a pure function of the instruction and what it shows) and its
+    searches' results (the ranking is a pure function of the query), which group members,
+    repeated episodes and replays ask for again.
+
+    Example:
+        >>> memo: Memo[str, int] = Memo()
+        >>> memo.get_or("a", lambda: 1), memo.get_or("a", lambda: 2)
+        (1, 1)
+    """
+
+    def get_or(self, key: Key, work: Callable[[], Value]) -> Value:
+        """The value stored for ``key``, worked out now if it is new."""
+        if key in self:
+            return self[key]
+        if len(self) >= MEMO_SIZE:
+            self.clear()
+        value = self[key] = work()
+        return value
+
+
 @dataclass(frozen=True)
 class World:
     """A loaded setting.
@@ -174,6 +204,8 @@ class World:
         checksums: split -> checksum.
         index: the BM25 search index.
         nouns: title -> nouns for the type reward.
+        pages: the pages rendered so far, and searches: the results of each query searched so
+            far (:class:`Memo`).
     """
 
     setting: Setting
@@ -183,6 +215,8 @@ class World:
     checksums: dict[str, str]
     index: SearchIndex
     nouns: TitleNouns
+    pages: Memo[tuple[Any, ...], Page] = field(default_factory=Memo, compare=False)
+    searches: Memo[str, tuple[str, ...]] = field(default_factory=Memo, compare=False)
 
 
 def _check_standard(payload: dict[str, Any], data_dir: Path) -> None:
