@@ -68,6 +68,10 @@ MINIMAL = {
     "bench fidelity": (["bench", "fidelity", "--seeds", "1"], 2),
     "bench gpu": (["bench", "gpu", "--dry-run"], 2),
     "bench learning": (["bench", "learning", "--seeds", "2", "--iterations", "1"], 2),
+    "bench rollout": (
+        ["bench", "rollout", "--env", "sokoban", "--repeats", "1", "--workers", "1"],
+        2,
+    ),
     "bench train": (["bench", "train"], 2),
     "data install": (["data", "install", "webshop", "--source", "x", "--data-dir", "d"], 2),
     "estimators": (["estimators"], 0),

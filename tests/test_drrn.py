@@ -3,6 +3,7 @@ trainer, the harness and the files, and the training panel it is campaigned on."
 
 from __future__ import annotations
 
+import json
 import zlib
 from pathlib import Path
 
@@ -17,12 +18,12 @@ from agentbench_rl.harness.config import EvalConfig  # noqa: E402
 from agentbench_rl.harness.evaluate import evaluate  # noqa: E402
 from agentbench_rl.models.drrn import (  # noqa: E402
     DRRN,
-    DRRNConfig,
-    TextFeatures,
+    TABLES,
+    WEIGHTS_FILE,
     build_drrn,
-    grid_rows,
     is_drrn_folder,
 )
+from agentbench_rl.models.drrn_features import DRRNConfig, TextFeatures, grid_rows  # noqa: E402
 from agentbench_rl.models.policy import Policy, choice_logprobs, load_pretrained  # noqa: E402
 from agentbench_rl.prompting import PromptConfig, PromptParts, build_prompt  # noqa: E402
 from agentbench_rl.train.config import TrainConfig, config_from_dict  # noqa: E402
@@ -160,6 +161,30 @@ def test_saved_and_loaded_it_scores_alike(tmp_path: Path) -> None:
         loaded.score_choices([prompt], [actions], 1.0).scores,
         model.score_choices([prompt], [actions], 1.0).scores,
     )
+
+
+def test_its_tables_are_saved_as_the_rows_moved_from_the_seeded_init(tmp_path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    model, features = build_drrn(DRRNConfig(width=8, buckets=64, grid=False), seed=5)
+    with torch.no_grad():
+        model.state.bag.weight[[3, 70]] += 1.0  # two rows trained
+    Policy(model, features, PromptConfig(mode="choose")).save(tmp_path / "p")
+    stored = load_file(str(tmp_path / "p" / WEIGHTS_FILE))
+    assert stored["state.bag.weight.rows"].tolist() == [3, 70]
+    assert stored["action.bag.weight"].shape == (0, 8)
+    loaded, _ = load_pretrained(str(tmp_path / "p"))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    # a table stored whole (the form before the rows) reads the same
+    whole = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    save_file(whole, str(tmp_path / "p" / WEIGHTS_FILE))
+    assert torch.equal(load_pretrained(str(tmp_path / "p"))[0].state.bag.weight, whole[TABLES[0]])
+    # an init that draws differently (here: a wrong digest) is refused in one line
+    config = json.loads((tmp_path / "p" / "config.json").read_text())
+    (tmp_path / "p" / "config.json").write_text(json.dumps({**config, "init_tables": "0" * 16}))
+    with pytest.raises(ValueError, match="draws differently here"):
+        load_pretrained(str(tmp_path / "p"))
 
 
 def drrn_config(**fields: object) -> TrainConfig:

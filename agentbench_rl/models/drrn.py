@@ -17,17 +17,8 @@ the observation; ``LN`` is a layer norm and ``T`` the temperature. It plays and 
 :meth:`DRRN.score_choices`): the same episode driver, estimators, PPO-clip, behaviour cloning
 (``bc.loss: choice``), validation, run folders and sweeps.
 
-Features (:class:`TextFeatures`, the model's "tokenizer": text in, feature ids out). The prompt
-is read back into its parts (:class:`~agentbench_rl.prompting.PromptParts`: context, current
-observation, admissible actions) and each part's lines give word unigrams and bigrams, hashed
-(CRC-32, stable across processes) into the part's own range of ``buckets`` ids, so "apple" in
-the current observation and "apple" in the history are different features. Where the current
-observation holds a character grid (three or more lines of equal length without spaces:
-Sokoban's), each cell gives a feature of (row, column, symbol) instead (a one-hot of the grid,
-which the first layer reads as a fully connected grid encoder) and one of its 3x3
-neighbourhood wherever it lies (the local patterns a convolution's first layer reads, so what
-is learnt at one place of a level holds at another). An action's features are its
-words, bigrams and the whole action.
+Features: :mod:`agentbench_rl.models.drrn_features` (the model's "tokenizer" and its config,
+which read without torch).
 
 What it can represent: any function of the bag of features through a two-layer MLP per tower,
 coupled only by the dot product. What it cannot: word order beyond bigrams, counting past what
@@ -49,168 +40,29 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
-import zlib
 from collections.abc import Sequence
-from itertools import chain, pairwise
+from itertools import chain
 from pathlib import Path
-from typing import Annotated, Any
 
 import torch
-from pydantic import Field
 
 from agentbench_rl.models.choices import ChoiceScores
-from agentbench_rl.prompting import CHOOSE_SUFFIX, PromptParts
-from agentbench_rl.spec.typed import Flag, Spec, Whole
+from agentbench_rl.models.drrn_features import (
+    FEATURES_FILE,
+    FEATURES_VERSION,
+    PARTS,
+    DRRNConfig,
+    TextFeatures,
+)
 
 #: ``config.json``'s ``model_type`` of a saved DRRN (what :func:`is_drrn_folder` looks for).
 MODEL_TYPE = "agentbench-drrn"
 WEIGHTS_FILE = "model.safetensors"
-FEATURES_FILE = "features.json"
-#: The version of the feature scheme (tokens, salts, hashing): a saved model is read only by the
-#: scheme it was trained with.
-FEATURES_VERSION = 3
-#: Entries the line cache keeps before it starts afresh (lines repeat across steps and groups).
-CACHE_LINES = 200_000
-
-_TOKEN = re.compile(r"[a-z]+|\d+|[^\sa-z\d]")
-#: The prompt's parts, in the order their features come: each has its own range of ids
-#: (``buckets`` each) and its own mean in the state tower.
-PARTS = ("context", "listed", "current")
-
-
-class DRRNConfig(Spec):
-    """The ``drrn`` model: its features and its two towers (module docstring)."""
-
-    buckets: Annotated[Whole, Field(ge=16, le=2**22)] = 2**14  # hashed feature ids
-    width: Annotated[Whole, Field(ge=2, le=4096)] = 64  # of the embeddings and both towers
-    grid: Flag = True  # a character grid in the observation as cells and 3x3 patterns
-
-
-class TextFeatures:
-    """Text to hashed feature ids (module docstring), with the slice of a tokenizer's interface
-    that :class:`~agentbench_rl.models.policy.Policy` uses: call, pad id, ``save_pretrained``.
-
-    A choice continuation (``take key</action>``, one line) gives the action's features; any
-    other text is read as a prompt. Id 0 is padding, never a feature.
-
-    Example:
-        >>> features = TextFeatures(buckets=64)
-        >>> len(features("take key</action>")["input_ids"])  # take, key, take key, the action
-        4
-    """
-
-    pad_token_id = 0
-    eos_token_id = None
-    chat_template = None
-
-    def __init__(self, buckets: int, grid: bool = True) -> None:
-        self.buckets = buckets
-        self.grid = grid
-        self._lines: dict[tuple[str, str], tuple[int, ...]] = {}
-
-    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
-        """``{"input_ids": [...]}``: the text's feature ids."""
-        if "\n" not in text and text.endswith(CHOOSE_SUFFIX):
-            return {"input_ids": self.action_ids(text[: -len(CHOOSE_SUFFIX)])}
-        return {"input_ids": self.prompt_ids(text)}
-
-    def _hashed(self, part: str, grams: Sequence[str]) -> tuple[int, ...]:
-        """The grams' ids in ``part``'s range (a prompt part's, :data:`PARTS`; else the first)."""
-        base = PARTS.index(part) * self.buckets + 1 if part in PARTS else 1
-        return tuple(
-            zlib.crc32(f"{part}\x1f{gram}".encode()) % self.buckets + base for gram in grams
-        )
-
-    def _line(self, part: str, line: str) -> tuple[int, ...]:
-        """A line's unigram and bigram ids (cached: lines repeat across steps and groups)."""
-        key = (part, line)
-        cached = self._lines.get(key)
-        if cached is None:
-            words = _TOKEN.findall(line.lower())
-            grams = words + [f"{a} {b}" for a, b in pairwise(words)]
-            if len(self._lines) >= CACHE_LINES:
-                self._lines.clear()
-            cached = self._lines[key] = self._hashed(part, grams)
-        return cached
-
-    def action_ids(self, action: str) -> list[int]:
-        """An action's ids: its words and bigrams, and the whole action."""
-        return [*self._line("action", action), *self._hashed("action=", [action.lower()])]
-
-    def prompt_ids(self, text: str) -> list[int]:
-        """A prompt's ids, part by part in :data:`PARTS` order (context, admissible actions,
-        current observation: the policy's ``max_prompt_tokens`` cut keeps the end)."""
-        parts = PromptParts.of(text)
-        ids: list[int] = []
-        for line in parts.context:
-            ids.extend(self._line("context", line))
-        for action in parts.actions:
-            ids.extend(self._line("listed", action))
-        grid = grid_rows(parts.current) if self.grid else range(0)
-        for row, line in enumerate(parts.current):
-            if grid and row == grid.start:
-                ids.extend(self._grid(parts.current[grid.start : grid.stop]))
-            elif row not in grid:
-                ids.extend(self._line("current", line))
-        return ids
-
-    def _grid(self, lines: Sequence[str]) -> tuple[int, ...]:
-        """A grid's ids (the current observation's part): each cell's (row, column, symbol),
-        and each cell's 3x3 neighbourhood wherever it lies (a translation-invariant local
-        pattern, as a convolution's first layer sees it; outside the grid reads as a space)."""
-        key = ("grid", "\n".join(lines))
-        cached = self._lines.get(key)
-        if cached is None:
-            grams = [
-                f"grid {row},{column},{symbol}"
-                for row, line in enumerate(lines)
-                for column, symbol in enumerate(line)
-            ]
-            padded = [" " * (len(lines[0]) + 2), *(f" {line} " for line in lines)]
-            padded.append(padded[0])
-            grams += [
-                "patch "
-                + "".join(padded[row + dr][column + dc] for dr in range(3) for dc in range(3))
-                for row in range(len(lines))
-                for column in range(len(lines[0]))
-            ]
-            cached = self._lines[key] = self._hashed("current", grams)
-        return cached
-
-    def settings(self) -> dict[str, Any]:
-        """What reading text the same way again takes (``features.json``)."""
-        return {"version": FEATURES_VERSION, "buckets": self.buckets, "grid": self.grid}
-
-    def save_pretrained(self, folder: Path) -> None:
-        """Write ``features.json`` (the tokenizer's place in a saved policy)."""
-        text = json.dumps(self.settings(), indent=1) + "\n"
-        (Path(folder) / FEATURES_FILE).write_text(text, "utf-8")
-
-
-def grid_rows(lines: Sequence[str]) -> range:
-    """The rows of the first character grid among ``lines``: three or more consecutive lines of
-    one length (three or more) without whitespace; an empty range when there is none.
-
-    Example:
-        >>> grid_rows(["Goal:", "###", "#P#", "###", "done"]), grid_rows(["a b", "c"])
-        (range(1, 4), range(0, 0))
-    """
-    start = 0
-    while start < len(lines):
-        end = start
-        while (
-            end < len(lines)
-            and len(lines[end]) >= 3
-            and len(lines[end]) == len(lines[start])
-            and not any(c.isspace() for c in lines[end])
-        ):
-            end += 1
-        if end - start >= 3:
-            return range(start, end)
-        start = max(end, start + 1)
-    return range(0)
+#: The embedding tables, saved as the rows trained away from the init (``<table>.rows``: which).
+TABLES = ("state.bag.weight", "action.bag.weight")
+ROWS_SUFFIX = ".rows"
 
 
 class _Settings:
@@ -264,6 +116,7 @@ class DRRN(torch.nn.Module):
     def __init__(self, config: DRRNConfig, seed: int = 0) -> None:
         super().__init__()
         self.config = _Settings(config)
+        self.init_seed = seed
         self.state = Tower(config.buckets, config.width, parts=len(PARTS))
         self.action = Tower(config.buckets, config.width)
         generator = torch.Generator().manual_seed(seed)
@@ -297,15 +150,38 @@ class DRRN(torch.nn.Module):
         return ChoiceScores(pair_rows, pair_columns, scores, states if capture_hidden else None)
 
     def save_pretrained(self, folder: Path) -> None:
-        """Write ``config.json`` and the weights (``model.safetensors``)."""
+        """Write ``config.json`` and the weights (``model.safetensors``): the embedding tables
+        (:data:`TABLES`) as the rows that differ from the seeded init, which ``config.json``
+        names with a digest of its tables (training moves the rows of the features it met:
+        a few thousand of 65k, so a trained policy takes about 1 MB, not 17)."""
         from safetensors.torch import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        config = {"model_type": MODEL_TYPE, **self.config.drrn.model_dump()}
+        init = DRRN(self.config.drrn, self.init_seed).state_dict()
+        config = {
+            "model_type": MODEL_TYPE,
+            **self.config.drrn.model_dump(),
+            "init_seed": self.init_seed,
+            "init_tables": _tables_digest(init),
+        }
         (folder / "config.json").write_text(json.dumps(config, indent=1) + "\n", "utf-8")
-        state = {name: tensor.contiguous() for name, tensor in self.state_dict().items()}
+        state = {}
+        for name, tensor in self.state_dict().items():
+            tensor = tensor.detach().cpu()
+            if name in TABLES:
+                rows = torch.nonzero((tensor != init[name]).any(dim=1)).flatten()
+                state[name + ROWS_SUFFIX], tensor = rows, tensor[rows]
+            state[name] = tensor.contiguous()
         save_file(state, str(folder / WEIGHTS_FILE))
+
+
+def _tables_digest(state: dict[str, torch.Tensor]) -> str:
+    """A sha256 (16 hex digits) of the embedding tables' bytes."""
+    digest = hashlib.sha256()
+    for name in TABLES:
+        digest.update(state[name].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def build_drrn(config: DRRNConfig, seed: int) -> tuple[DRRN, TextFeatures]:
@@ -336,6 +212,7 @@ def load_drrn(folder: str | Path, device: str = "cpu") -> tuple[DRRN, TextFeatur
     folder = Path(folder)
     stored = json.loads((folder / "config.json").read_text("utf-8"))
     stored.pop("model_type", None)
+    seed, init_tables = stored.pop("init_seed", 0), stored.pop("init_tables", None)
     config = DRRNConfig.read(stored)
     features = json.loads((folder / FEATURES_FILE).read_text("utf-8"))
     if features.get("version") != FEATURES_VERSION:
@@ -345,6 +222,17 @@ def load_drrn(folder: str | Path, device: str = "cpu") -> tuple[DRRN, TextFeatur
         )
     if (features.get("buckets"), features.get("grid")) != (config.buckets, config.grid):
         raise ValueError(f"{folder}: {FEATURES_FILE} and config.json disagree")
-    model = DRRN(config)
-    model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
+    model = DRRN(config, seed)
+    state = model.state_dict()
+    if init_tables is not None and _tables_digest(state) != init_tables:
+        raise ValueError(
+            f"{folder}: the seeded init its weights are stored against (seed {seed}) draws "
+            f"differently here (torch {torch.__version__}): its tables cannot be rebuilt"
+        )
+    weights = load_file(str(folder / WEIGHTS_FILE))
+    for name in TABLES:
+        rows = weights.pop(name + ROWS_SUFFIX, None)
+        if rows is not None:  # absent: a table stored whole (policies saved before 2026-12-07)
+            weights[name] = state[name].index_copy(0, rows, weights[name])
+    model.load_state_dict(weights)
     return model.to(device), TextFeatures(config.buckets, config.grid)

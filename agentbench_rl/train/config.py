@@ -25,7 +25,7 @@ from agentbench_rl.estimators.common import AdvantageNorm
 from agentbench_rl.estimators.registry import EstimatorSpec
 from agentbench_rl.estimators.registry import resolve as resolve_estimator
 from agentbench_rl.extras import install_hint, missing_modules
-from agentbench_rl.models.drrn import DRRNConfig
+from agentbench_rl.models.drrn_features import DRRNConfig
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
 from agentbench_rl.rollout.batched import Reward
