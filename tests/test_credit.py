@@ -21,6 +21,7 @@ from agentbench_rl.bench.credit.score import (
     Candidate,
     estimate_all,
     part_masks,
+    reference_scores,
     return_to_go,
     score,
 )
@@ -136,6 +137,42 @@ def test_the_perfect_baseline_and_the_parts() -> None:
     assert masks["singleton anchor rows"].tolist() == [False, True, False, False]  # q: alone
     assert masks["failed trajectories"].tolist() == [False, False, False, True]
     assert masks["first half"].tolist() == [True, True, False, True]  # 2t < T: t = 0, 1 of 3
+
+
+def test_the_perfect_baseline_is_noise_fair_on_an_exact_set_made_noisy() -> None:
+    """Monte-Carlo truth simulated on an exact set: V̂(h_t) = V + ε_t, the truth
+    A + γ·ε_{t+1} − ε_t. The row G_t − V̂(h_t), with the shared term subtracted, scores on
+    average what G_t − V̂'(h_t) scores with V̂' an independent draw (a second set of
+    continuations); uncorrected it is inflated."""
+    exact = mdp_set("detours", tasks=16, group_size=8, seed=0)
+    returns = return_to_go(exact.batch, exact.gamma)
+    traj, t = exact.batch.codes("traj")[0].tolist(), list(exact.batch.t)
+    row_of = {(code, step): row for row, (code, step) in enumerate(zip(traj, t, strict=True))}
+    after = np.array([row_of.get((code, step + 1), -1) for code, step in zip(traj, t, strict=True)])
+    sigma = np.std(exact.value) * (0.5 + 0.5 * (np.asarray(t) % 2))  # unequal noise per row
+    sigma_after = np.where(after >= 0, sigma[after], 0.0)
+    rng = np.random.default_rng(0)
+    fair, corrected, raw = [], [], []
+    for _ in range(60):
+        noise, independent = rng.normal(size=(2, len(t))) * sigma
+        noisy = replace(
+            exact,
+            kind="monte-carlo",
+            true_advantage=exact.true_advantage
+            + exact.gamma * np.where(after >= 0, noise[after], 0.0)
+            - noise,
+            standard_error=np.sqrt(exact.gamma**2 * sigma_after**2 + sigma**2),
+            value=exact.value + noise,
+            value_standard_error=sigma,
+        )
+        perfect = reference_scores(noisy)[1]
+        assert perfect.estimator == PERFECT_BASELINE
+        corrected.append(perfect.pearson)
+        raw.append(score("raw", returns - noisy.value, noisy).pearson)
+        fair.append(score("fair", returns - exact.value - independent, noisy).pearson)
+    assert abs(np.mean(corrected) - np.mean(fair)) < 0.01
+    assert np.mean(raw) - np.mean(fair) > 0.1
+    assert math.isnan(perfect.parts["all"]["spearman"]["value"])  # not correctable
 
 
 BAD = textwrap.dedent(
@@ -358,11 +395,37 @@ def test_the_board_ranks_a_row_scored_on_fewer_sets_after_the_rows_scored_on_all
     ranked = [name for name in rows if name != PERFECT_BASELINE]  # unscored in this report
     assert ranked == ["whole", "lower", "one webshop set", "no webshop"]
     # whole: the mean of its env means, (0.2 + (0.4 + 0.6) / 2) / 2 = 0.35
-    assert next(line for line in board if "| whole |" in line).endswith("| 0.20 | 0.50 | 0.35 |")
+    assert "| 0.20 | 0.50 | 0.35 |" in next(line for line in board if "| whole |" in line)
     row = next(line for line in board if "| one webshop set |" in line)
-    assert row.endswith("| 0.80 | 0.80 (1 of 2) | 0.80 (2 of 3 sets) |"), row
+    assert "| 0.80 | 0.80 (1 of 2) | 0.80 (2 of 3 sets) |" in row, row
     row = next(line for line in board if "| no webshop |" in line)
-    assert row.endswith("| 0.90 | – | 0.90 (1 of 3 sets) |"), row
+    assert "| 0.90 | – | 0.90 (1 of 3 sets) |" in row, row
+
+
+def test_the_board_shows_a_tie_where_the_paired_interval_holds_zero() -> None:
+    from agentbench_rl.bench.credit.bench import Report
+    from agentbench_rl.bench.credit.board import board_markdown
+    from agentbench_rl.bench.credit.score import Score
+    from agentbench_rl.bench.truth import BOOTSTRAP
+
+    spread = np.random.default_rng(0).normal(0.0, 0.05, BOOTSTRAP)  # the set's resamples
+
+    def scored(estimator: str, pearson: float, wobble: float) -> Score:
+        entry = Score(estimator, "sokoban-a", {"all": {"pearson": {"value": pearson}}})
+        entry.draws = pearson + spread + wobble * spread[::-1]
+        return entry
+
+    report = Report(
+        sets=[replace(tiny_set([0.0, 1.0]), name="sokoban-a")],
+        scores=[scored("first", 0.6, 0.0), scored("close", 0.59, 0.5), scored("far", 0.3, 0.0)],
+    )
+    ranks = {
+        line.split(" | ")[1]: line.split(" | ")[0].removeprefix("| ")
+        for line in board_markdown(report, {}).splitlines()
+        if line.startswith("| ") and line[2].isdigit()
+    }
+    # close - first wobbles by ±0.05 about -0.01: a tie; far is 0.29 below, whatever the draw
+    assert (ranks["first"], ranks["close"], ranks["far"]) == ("1", "1=", "3")
 
 
 def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path) -> None:

@@ -326,3 +326,17 @@ def test_every_built_in_declares_a_help_line_per_parameter(name: str) -> None:
     for param in schema["params"]:
         assert param["help"] and param["type"] in ("number", "integer", "choice", "boolean"), param
         assert registry_module.REGISTRY[name].params[param["name"]].rule.check(param["default"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_declared_step_set_reads_the_estimators_defaults(name: str) -> None:
+    """``bench fidelity``'s purity column asks each estimator for its step-level sets with the
+    estimator's own defaults: a declaration that reads a parameter the estimator lacks fails."""
+    from agentbench_rl.estimators import resolve
+
+    declaration = resolve(name)
+    if declaration.step_sets is None:
+        pytest.skip(f"{name} declares no step-level sets")
+    hidden = [[1.0, 0.0], [0.0, 1.0]] if "hidden" in declaration.needs else None
+    codes, count = declaration.step_set_codes(small_batch(hidden), {})
+    assert len(codes) == 2 and count >= 1

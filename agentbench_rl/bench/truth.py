@@ -425,6 +425,7 @@ def task_metrics(
     error: np.ndarray,
     tasks: np.ndarray,
     counts: np.ndarray,
+    shared: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """The four scores (module docstring) of the rows, each task counted ``counts[b, k]``
     times in resample ``b`` (``counts`` (B, tasks): ones for the batch itself, a multinomial
@@ -433,6 +434,12 @@ def task_metrics(
     correlation of the rows' ranks in the whole batch (mid-ranks for ties; a resample reuses
     them). Sign agreement is NaN where no row's true advantage is clear of its noise (two
     standard errors); the relative error NaN where every true A is 0.
+
+    ``shared``: for an estimate that reads the truth's own Monte-Carlo estimates, each row's
+    covariance of its noise with the truth's noise. It is subtracted from every Σ estimate·truth
+    (the Pearson covariance, the relative error's cross term), which removes the correlation
+    the two owe to sharing one draw; Spearman and sign agreement cannot be corrected so, and
+    are NaN.
 
     Example:
         >>> tasks, ones = np.array([0, 0, 1]), np.ones((1, 2))
@@ -444,24 +451,27 @@ def task_metrics(
     n_tasks = counts.shape[1]
     ones = np.ones_like(truth)
 
-    def moments(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return counts @ _task_sums((ones, x, y, x * x, y * y, x * y), tasks, n_tasks)
+    cross_terms = estimate * truth - (shared if shared is not None else 0.0)
+
+    def moments(x: np.ndarray, y: np.ndarray, xy: np.ndarray) -> np.ndarray:
+        return counts @ _task_sums((ones, x, y, x * x, y * y, xy), tasks, n_tasks)
 
     ranks_x, ranks_y = rankdata(estimate), rankdata(truth)
     decided = np.abs(truth) > 2 * error
     agrees = (np.sign(estimate) == np.sign(truth)) & decided
     signs = counts @ _task_sums((agrees.astype(float), decided.astype(float)), tasks, n_tasks)
-    fit = counts @ _task_sums(
-        (estimate * estimate, estimate * truth, truth * truth), tasks, n_tasks
-    )
+    fit = counts @ _task_sums((estimate * estimate, cross_terms, truth * truth), tasks, n_tasks)
     energy, cross, target = fit[:, 0], fit[:, 1], fit[:, 2]
+    uncorrectable = np.full(len(counts), np.nan)
     with np.errstate(invalid="ignore", divide="ignore"):
         scale = np.where(energy > 0, cross / energy, 0.0)
         residual = scale * scale * energy - 2 * scale * cross + target
         return {
-            "pearson": _pearson(moments(estimate, truth)),
-            "spearman": _pearson(moments(ranks_x, ranks_y)),
-            "sign_agreement": signs[:, 0] / signs[:, 1],
+            "pearson": _pearson(moments(estimate, truth, cross_terms)),
+            "spearman": _pearson(moments(ranks_x, ranks_y, ranks_x * ranks_y))
+            if shared is None
+            else uncorrectable,
+            "sign_agreement": signs[:, 0] / signs[:, 1] if shared is None else uncorrectable,
             "relative_mse": np.maximum(residual, 0.0) / target,
         }
 

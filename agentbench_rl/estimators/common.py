@@ -353,7 +353,8 @@ def anchor_sets(batch: StepBatch, anchor: Anchor) -> tuple[np.ndarray, int]:
 
 
 def anchor_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.ndarray, int]:
-    """Anchor sets keyed by the ``anchor`` parameter (observation or true state).
+    """Anchor sets keyed by the ``anchor`` parameter (observation or true state; the
+    observation for an estimator without the parameter, as G2PO's and GRAFT's code anchor).
 
     The ``step_sets`` declaration of the estimators whose step-level sets are anchor sets.
 
@@ -365,7 +366,7 @@ def anchor_step_sets(batch: StepBatch, params: Mapping[str, Any]) -> tuple[np.nd
         >>> [anchor_step_sets(batch, {"anchor": anchor})[1] for anchor in ("obs", "state")]
         [1, 2]
     """
-    return anchor_sets(batch, params["anchor"])
+    return anchor_sets(batch, params.get("anchor", "obs"))
 
 
 def base_diagnostics(

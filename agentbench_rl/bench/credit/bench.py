@@ -26,7 +26,7 @@ import numpy as np
 from rich.console import Console
 from rich.markup import escape
 
-from agentbench_rl.bench.credit import reading
+from agentbench_rl.bench.credit import power, reading
 from agentbench_rl.bench.credit.score import (
     CEILING,
     PARTS,
@@ -78,6 +78,26 @@ class Report:
             if entry.estimator == estimator and entry.set == set_name:
                 return entry
         return None
+
+    def comparisons(self, estimator: str, other: str) -> list[power.Comparison]:
+        """``estimator`` minus ``other`` on every set where both are scored."""
+        found = []
+        for credit in self.sets:
+            first, second = self.find(estimator, credit.name), self.find(other, credit.name)
+            if first is not None and second is not None:
+                found.append(power.compare(first, second))
+        return found
+
+    def powers(self) -> list[power.SetPower]:
+        """Each set's power (:mod:`.power`), from its estimators' scores."""
+        labels = (CEILING, PERFECT_BASELINE)
+        return [
+            power.set_power(
+                credit,
+                [e for e in self.scores if e.set == credit.name and e.estimator not in labels],
+            )
+            for credit in self.sets
+        ]
 
 
 def run(
@@ -199,21 +219,38 @@ def markdown(report: Report) -> str:
         f"{len(report.sets)} sets, scored in {report.seconds:.1f} s on {os.cpu_count()} cores. "
         "Cells: value [95% bootstrap interval over tasks; none where a part holds too few "
         f"tasks]. `{PERFECT_BASELINE}`: the step's own discounted return minus the true value "
-        f"of its prefix; `{CEILING}`: the highest correlation the truth's Monte-Carlo noise "
-        "allows (1 on an exact set). Both are labels, not estimators.",
+        "of its prefix, noise-fair (the covariance it shares with the truth through the "
+        "value's Monte-Carlo estimate subtracted, so its Spearman and sign agreement are "
+        f"left out); `{CEILING}`: sqrt(1 − noise share), the noise share being "
+        "mean(se(Â)²) / var(Â), the highest correlation the truth's Monte-Carlo noise allows "
+        "(1 on an exact set). Both are labels, not estimators. `grpo` normalises over its "
+        "group's rows (the GiGPO code's choice: a long trajectory weighs more); "
+        "`grpo:episode_stats=trajectories` over its group's trajectories (textbook GRPO, one "
+        "vote each).",
         "",
-        "| set | kind | env | policy | rows | tasks | success | noise ceiling | hidden |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Power: the largest share of the truth's variance one task holds (goal ≤ "
+        f"{power.TOP_TASK_GOAL:.2f}), the smallest Pearson difference between two estimators "
+        "the set resolves at 80% power (two-sided 5%; from the median bootstrap spread of "
+        "the estimators' paired differences) and the tasks that would resolve "
+        f"{power.TARGET_DIFFERENCE:.2f} (the spread falls as 1/√tasks; bootstraps over 8 "
+        "tasks run narrow, so these are lower bounds there).",
+        "",
+        "| set | kind | env | policy | rows | tasks | success | noise ceiling | hidden "
+        f"| top task | detectable (80%) | tasks for {power.TARGET_DIFFERENCE:.2f} |",
+        "|---" * 12 + "|",
     ]
+    powers = {found.set: found for found in report.powers()}
     for credit in report.sets:
         settings = credit.settings
         share = credit.noise_share
+        found = powers[credit.name]
         lines.append(
             f"| {credit.name} | {credit.kind} | {settings.get('env')} | "
             f"`{settings.get('agent', settings.get('policy'))}` | {len(credit.batch)} | "
             f"{credit.batch.n_groups} | {credit.success_rate:.2f} | "
             f"{math.sqrt(max(0.0, 1 - share)) if not math.isnan(share) else math.nan:.2f} | "
-            f"{'yes' if credit.hidden else 'no'} |"
+            f"{'yes' if credit.hidden else 'no'} | {found.top_task_share:.2f} | "
+            f"{found.detectable:.3f} | {found.tasks_needed} |"
         )
     for metric in METRICS:
         lines += ["", f"## {metric} (all rows)", ""]
@@ -258,6 +295,7 @@ def markdown(report: Report) -> str:
             _cell({"value": _mean_over_sets(report, estimator, "pearson", part)}) for part in PARTS
         ]
         lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    lines += _drop_one_lines(report, names) + _count_lines(report)
     if report.against is not None:
         lines += [
             "",
@@ -289,6 +327,58 @@ def markdown(report: Report) -> str:
             else:
                 lines.append(f"| {estimator} | {seconds:.3f} | {100_000 / seconds:,.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def _drop_one_lines(report: Report, names: Sequence[str]) -> list[str]:
+    lines = [
+        "",
+        "## Pearson with any one task left out (lowest, highest)",
+        "",
+        "| estimator | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+    ]
+    for estimator in report.estimators():
+        cells = []
+        for name in names:
+            entry = report.find(estimator, name)
+            span = entry.drop_one if entry is not None else None
+            cells.append("–" if span is None else f"{span[0]:.2f}, {span[1]:.2f}")
+        if any(cell != "–" for cell in cells):
+            lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _count_lines(report: Report) -> list[str]:
+    """Per estimator: the sets where it is above the perfect baseline, and those where it is
+    the closest estimator to the truth (against the runner-up), each with how many resolve."""
+    estimators = [e for e in report.estimators() if e not in (CEILING, PERFECT_BASELINE)]
+    best: dict[str, list[power.Comparison]] = {e: [] for e in estimators}
+    for credit in report.sets:
+        ranked = sorted(
+            (entry for e in estimators if (entry := report.find(e, credit.name)) is not None),
+            key=lambda entry: -entry.pearson,
+        )
+        if len(ranked) > 1:
+            best[ranked[0].estimator].append(power.compare(ranked[0], ranked[1]))
+    lines = [
+        "",
+        "## Counts over sets, with how many resolve them",
+        "",
+        "Resolved: the paired 95% interval of the Pearson difference excludes 0; robust: the "
+        "difference keeps its sign whichever one task is left out. Closest: the set's highest "
+        "Pearson, against the runner-up.",
+        "",
+        f"| estimator | against {PERFECT_BASELINE} | closest to the truth |",
+        "|---|---|---|",
+    ]
+    for estimator in estimators:
+        against = power.count(report.comparisons(estimator, PERFECT_BASELINE))
+        closest = power.count(best[estimator])
+        closest_text = (
+            f"on {closest.sets} (resolved on {closest.resolved}, robust on {closest.robust})"
+        )
+        lines.append(f"| {estimator} | {against} | {closest_text} |")
+    return lines
 
 
 def plot(report: Report, path: Path) -> None:

@@ -32,6 +32,7 @@ from agentbench_rl.bench.credit.bench import STANDARD_SETS, Report
 from agentbench_rl.bench.credit.bench import run as run_credit
 from agentbench_rl.bench.credit.score import PERFECT_BASELINE, Candidate, estimate_all
 from agentbench_rl.bench.credit.sets import read_sets
+from agentbench_rl.bench.truth import BOOTSTRAP, percentile_interval
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
 
@@ -208,12 +209,32 @@ def _cell(values: Sequence[float], of: int) -> str:
     return shown if len(values) == of else f"{shown} ({len(values)} of {of})"
 
 
+def _real_env_draws(report: Report, estimator: str, real_envs: Sequence[str]) -> np.ndarray:
+    """The row's real-env mean (the rank's figure) on each bootstrap resample: each set's
+    Pearson on its resample (its point value on a set too small for resamples), averaged as
+    the rank averages. Every row of a set is scored on the same resamples, so two rows' draws
+    pair."""
+    means = []
+    for prefix in real_envs:
+        draws = [
+            entry.draws if entry.draws is not None else np.full(BOOTSTRAP, entry.pearson)
+            for credit in report.sets
+            if credit.name.startswith(prefix)
+            for entry in [report.find(estimator, credit.name)]
+            if entry is not None
+        ]
+        if draws:
+            means.append(np.mean(draws, axis=0))
+    return np.mean(means, axis=0) if means else np.full(BOOTSTRAP, math.nan)
+
+
 def board_markdown(report: Report, filed: dict[str, Path]) -> str:
     """The board: an estimator per row, its mean Pearson correlation with the truth on each
     group of sets, ranked by the mean of its real envs' means; a row scored on fewer sets
     (BiPACE where a set has no hidden states) ranks after every row scored on more, whatever its
     mean, since a mean over other sets (the few with a model's hidden states) is not comparable
-    with the rest's."""
+    with the rest's. A row whose real-env mean the bootstrap does not tell from the row above
+    (the paired 95% interval of the difference holds 0) shares its rank: a tie."""
     groups = [p for p in ENV_PREFIXES if any(s.name.startswith(p) for s in report.sets)]
     sizes = {p: sum(s.name.startswith(p) for s in report.sets) for p in groups}
     real_envs = [p for p in groups if p != "mdp"]
@@ -243,13 +264,30 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         "on more. Dose: over the real envs' sets, the mean share of rows the estimator gives a "
         "non-zero advantage / the mean effective sample size of its |A| weights, (Σ|A|)² / "
         "(n·ΣA²), as a share of the rows (per set in `bench credit`'s card): credit rules that "
-        "train different numbers of rows are not compared like for like (arXiv 2608.19760).",
+        "train different numbers of rows are not compared like for like (arXiv 2608.19760). "
+        "Above: the row above's real-env mean minus this row's, with its 95% interval "
+        "(bootstrap over each set's tasks, paired: the same resamples for every row); a row "
+        "the interval does not tell from the row above shares its rank (=). `grpo` "
+        "normalises over its group's rows (the GiGPO code's choice), "
+        "`grpo:episode_stats=trajectories` over its trajectories (textbook GRPO); the "
+        "perfect baseline is noise-fair (`bench credit`'s card says how).",
         "",
-        "| rank | estimator | source | " + " | ".join(groups) + " | real envs | dose |",
-        "|---" * (len(groups) + 5) + "|",
+        "| rank | estimator | source | " + " | ".join(groups) + " | real envs | above | dose |",
+        "|---" * (len(groups) + 6) + "|",
     ]
     total = sum(sizes.values())
-    for rank, (estimator, scores, real, covered) in enumerate(rows, start=1):
+    shown_rank, previous = 0, None
+    for place, (estimator, scores, real, covered) in enumerate(rows, start=1):
+        draws = _real_env_draws(report, estimator, real_envs)
+        above, tied = "–", False
+        if previous is not None and previous[1] == covered:
+            difference = previous[2] - real
+            low, high = percentile_interval(previous[0] - draws)
+            above = f"{difference:+.3f} [{low:+.3f}, {high:+.3f}]"
+            tied = low <= 0 <= high
+        shown_rank = shown_rank if tied else place
+        rank = f"{shown_rank}=" if tied else str(shown_rank)
+        previous = (draws, covered, real)
         if estimator in filed:
             source = f"[submission]({filed[estimator].name}/)"
         elif estimator == PERFECT_BASELINE:
@@ -264,6 +302,6 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         lines.append(
             f"| {rank} | {estimator} | {source} | "
             + " | ".join(cells)
-            + f" | {shown} | {dose_cell} |"
+            + f" | {shown} | {above} | {dose_cell} |"
         )
     return "\n".join(lines) + "\n"

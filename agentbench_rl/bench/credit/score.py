@@ -12,10 +12,22 @@ anchor sets, failed trajectories, first and second half of each trajectory). Reg
 estimators that discount get the set's γ; a function gets the batch alone.
 
 Beside the estimators, two reference rows that are labels, not estimators, so a reader sees
-where the gap lies: the **ceiling** (the highest correlation the truth's own Monte-Carlo noise
-allows, sqrt(1 − noise share); 1 on an exact set) and the **perfect baseline** (the step's own
-discounted return minus the true value V of its prefix: what a critic that knew V would give,
-with the single-sample return's noise left in).
+where the gap lies:
+
+- the **ceiling**: the highest correlation the truth's own Monte-Carlo noise allows,
+  sqrt(1 − noise share), the noise share being mean(se(Â)²) / var(Â) (an estimate equal to
+  the noise-free advantage correlates with the noisy truth at about that); 1 on an exact set;
+- the **perfect baseline**: the step's own discounted return minus the true value V of its
+  prefix, what a critic that knew V would give, with the single-sample return's noise left in.
+  On a Monte-Carlo set V is the truth's own estimate V̂(h_t), which the truth subtracts too,
+  so the two would correlate through V̂'s noise; that shared term (the value's squared
+  standard error per row) is subtracted from the row's covariance with the truth, which makes
+  it noise-fair at no cost (the same figure, in expectation, as a V drawn from independent
+  continuations; tested on an exact set with synthetic noise). Its Spearman and sign
+  agreement cannot be corrected so and are left out.
+
+Every row also keeps its Pearson on each of the set's bootstrap resamples and with each task
+left out, so any two rows of a set pair (:mod:`.power`).
 
 A function that raises, returns the wrong length, NaN or infinity, or runs past the time limit
 gets one line naming the set and the problem; nothing is recorded for it, and the others still
@@ -274,6 +286,23 @@ class Score:
     #: effective sample size of its |A| weights as a share of the rows (``None``: a reference).
     dose: float | None = None
     effective: float | None = None
+    #: Pearson over all rows on each of the set's bootstrap resamples (the same resamples for
+    #: every row of the set, so two rows' draws pair), and with each task left out in turn (in
+    #: the set's task order: two rows' pair too).
+    draws: np.ndarray | None = field(default=None, repr=False)
+    left_out: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def pearson(self) -> float:
+        """Pearson correlation with the truth over all rows."""
+        return float(self.parts["all"]["pearson"]["value"])
+
+    @property
+    def drop_one(self) -> tuple[float, float] | None:
+        """The lowest and highest Pearson with any one task left out (``None``: one task)."""
+        if self.left_out is None:
+            return None
+        return float(np.min(self.left_out)), float(np.max(self.left_out))
 
     def record(self) -> dict[str, Any]:
         """The JSON record (``{"estimator", "set", "pearson": {"value", "ci"}, ...}``)."""
@@ -285,31 +314,48 @@ class Score:
             "rows": overall.get("rows"),
             "dose": self.dose,
             "effective_share": self.effective,
+            "pearson_drop_one_task": self.drop_one,
             "parts": {part: figures for part, figures in self.parts.items() if part != "all"},
             **({"against": self.against} if self.against is not None else {}),
         }
 
 
 def score(
-    label: str, estimate: np.ndarray, credit: CreditSet, base: np.ndarray | None = None
+    label: str,
+    estimate: np.ndarray,
+    credit: CreditSet,
+    base: np.ndarray | None = None,
+    shared: np.ndarray | None = None,
 ) -> Score:
     """``estimate`` against the set's truth on every part, with 95% intervals from resampling
     the set's tasks (the same resamples for every estimator of the set: seeded by the set and
-    the part); with ``base`` (another estimator's advantages), the paired differences (this
-    minus base) on the same resamples."""
+    the part) and, overall, the range of Pearson with any one task left out; with ``base``
+    (another estimator's advantages), the paired differences (this minus base) on the same
+    resamples; ``shared``: the covariance of each row's noise with the truth's, for a row that
+    reads the truth's own estimates (:func:`~agentbench_rl.bench.truth.task_metrics`)."""
     result = Score(label, credit.name, dose=dose(estimate), effective=effective_share(estimate))
-    truth, error = credit.true_advantage, credit.standard_error
     for part, mask in part_masks(credit).items():
         codes = pd.factorize(credit.tasks[mask])[0]
-        ones = np.ones((1, int(codes.max()) + 1))
+        n_tasks = int(codes.max()) + 1
         drawn = resample_counts(credit.tasks[mask], seed_from("credit", credit.name, part) % 2**32)
-        truth_here, error_here = truth[mask], error[mask]
-        point = task_metrics(estimate[mask], truth_here, error_here, codes, ones)
-        spread = (
-            task_metrics(estimate[mask], truth_here, error_here, codes, drawn[1])
-            if drawn is not None
-            else None
-        )
+
+        def figures(
+            values: np.ndarray,
+            counts: np.ndarray,
+            mask: np.ndarray = mask,
+            codes: np.ndarray = codes,
+        ) -> Any:
+            return task_metrics(
+                values[mask],
+                credit.true_advantage[mask],
+                credit.standard_error[mask],
+                codes,
+                counts,
+                shared[mask] if shared is not None else None,
+            )
+
+        point = figures(estimate, np.ones((1, n_tasks)))
+        spread = figures(estimate, drawn[1]) if drawn is not None else None
         result.parts[part] = {
             "rows": int(mask.sum()),
             **{
@@ -322,13 +368,14 @@ def score(
                 for name in METRICS
             },
         }
-        if base is not None and part == "all":
-            other = task_metrics(base[mask], truth_here, error_here, codes, ones)
-            other_spread = (
-                task_metrics(base[mask], truth_here, error_here, codes, drawn[1])
-                if drawn is not None
-                else None
-            )
+        if part != "all":
+            continue
+        result.draws = spread["pearson"] if spread is not None else None
+        if n_tasks > 1:
+            result.left_out = figures(estimate, 1.0 - np.eye(n_tasks))["pearson"]
+        if base is not None:
+            other = figures(base, np.ones((1, n_tasks)))
+            other_spread = figures(base, drawn[1]) if drawn is not None else None
             result.against = {
                 name: {
                     "value": float(point[name][0] - other[name][0]),
@@ -352,7 +399,10 @@ def reference_scores(credit: CreditSet) -> list[Score]:
         **{name: None for name in METRICS if name != "pearson"},
     }
     perfect = return_to_go(credit.batch, credit.gamma) - credit.value
-    return [ceiling, score(PERFECT_BASELINE, perfect, credit)]
+    # G_t − V̂(h_t) and the truth r_t + γ·V̂(h_{t+1}) − V̂(h_t) share V̂(h_t)'s noise, whose
+    # variance is the value's squared standard error: subtracted, the row is noise-fair.
+    shared = credit.value_standard_error**2
+    return [ceiling, score(PERFECT_BASELINE, perfect, credit, shared=shared)]
 
 
 #: The width of the synthetic hidden states an estimator that needs them is timed with (the
@@ -385,8 +435,15 @@ def speed(candidate: Candidate, rows: int = SPEED_ROWS) -> float | None:
     return min((s for s in times if s is not None), default=None)
 
 
+#: Variants scored beside the registered estimators: GRPO normalised over its group's
+#: trajectories (one vote each, textbook GRPO) beside the default over its group's rows (the
+#: GiGPO code's, where a long trajectory weighs more), so readers see what the choice moves.
+VARIANTS = ("grpo:episode_stats=trajectories",)
+
+
 def default_candidates() -> list[Candidate]:
-    """Every registered estimator at its defaults (entry points included)."""
+    """Every registered estimator at its defaults (entry points included), and
+    :data:`VARIANTS`."""
     from agentbench_rl.estimators import available
 
-    return [Candidate.parse(name) for name in available()]
+    return [Candidate.parse(name) for name in (*available(), *VARIANTS)]
