@@ -58,6 +58,7 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from agentbench_rl.agents.policy import PolicyAgent
+from agentbench_rl.core import heap
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.hashing import seed_from, stable_hash, weights_fingerprint
 from agentbench_rl.estimators.common import dose, match_dose, normalize_advantages
@@ -821,7 +822,7 @@ def _train(
         console.print(escape(point.resume_line(run)), highlight=False, soft_wrap=True)
     _seed_everything(config.seed)
     config.use_torch_threads()
-    with progress_display(console) as progress:
+    with progress_display(console) as progress, heap.iterations():
         # 1. the policy, its optimiser and the frozen reference
         learner, start_stats = setup_learner(config, run, point, device, progress)
         pool = make_pool(config)
@@ -860,6 +861,7 @@ def _train(
                     )
                 if stop.requested and not last:
                     raise KeyboardInterrupt  # checkpointed: --resume continues from here
+                heap.settle()  # what lives on (the run's caches) out of the collector's scans
                 shown = f" val {row['val_success']:.2f}" if "val_success" in row else ""
                 progress.update(bar, completed=iteration, description=label + shown)
         finally:
