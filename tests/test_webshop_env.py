@@ -19,13 +19,13 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.base import EpisodeEndedError
 from agentbench_rl.envs.webshop.env import (
-    SEARCH_ACTION,
     WebShopEnv,
     canonical_action,
     parse_action,
     search_query,
 )
 from agentbench_rl.envs.webshop.goals import parse_task_id
+from agentbench_rl.envs.webshop.pages import SEARCH_ACTION
 from agentbench_rl.envs.webshop.reward import get_reward, normalize_color
 from agentbench_rl.envs.webshop.world import require_extras
 from agentbench_rl.harness.config import EvalConfig

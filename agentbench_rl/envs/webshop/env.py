@@ -11,6 +11,8 @@ refused, as in the original) and a search works from any page, as in the origina
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from json.encoder import encode_basestring
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +28,7 @@ from agentbench_rl.envs.webshop.pages import (
     NEXT_PAGE,
     PREV_PAGE,
     PRODUCT_WINDOW,
+    SEARCH_ACTION,
     SEARCH_BUTTON,
     SUB_PAGES,
     Page,
@@ -44,11 +47,10 @@ from agentbench_rl.envs.webshop.world import (
     shipped_manifest,
 )
 
-#: How admissible actions show that a search is possible (the original's ``has_search_bar``).
-SEARCH_ACTION = "search[...]"
 _NO_GOAL = Goal("", "", (), {}, 0.0, "", "", "", "")
 
 
+@lru_cache(maxsize=4096)  # a pure function of the text; play repeats its actions
 def canonical_action(raw: str | bytes) -> str:
     """Lower-cased, whitespace-collapsed ``name[argument]``; a search query is also stripped.
 
@@ -66,6 +68,39 @@ def canonical_action(raw: str | bytes) -> str:
     if name == "search":
         argument = argument.strip() or argument
     return f"{name}[{argument}]"
+
+
+def session_state_bytes(
+    page: Page,
+    options: Mapping[str, str],
+    goal: str,
+    query: str | None,
+    results_page: int,
+    asin: str | None,
+) -> bytes:
+    """What the state hash hashes: the session as canonical JSON (sorted keys, no spaces),
+    written piece by piece so the page's text, the long part, is encoded once per page.
+
+    Example:
+        >>> from agentbench_rl.core.hashing import canonical_bytes
+        >>> page = search_page('i want a "mug"')
+        >>> state = {"page": page.text, "options": {"size": "l", "color": "red"}, "goal": "g",
+        ...          "query": None, "results_page": 1, "asin": "B0"}
+        >>> written = session_state_bytes(page, state["options"], "g", None, 1, "B0")
+        >>> written == canonical_bytes(state)
+        True
+    """
+
+    def encoded(text: str | None) -> str:  # as json.dumps(text, ensure_ascii=False) writes it
+        return "null" if text is None else encode_basestring(text)
+
+    chosen = ",".join(
+        f"{encoded(name)}:{encoded(value)}" for name, value in sorted(options.items())
+    )
+    return (
+        f'{{"asin":{encoded(asin)},"goal":{encoded(goal)},"options":{{{chosen}}},'
+        f'"page":{page.text_json},"query":{encoded(query)},"results_page":{int(results_page)}}}'
+    ).encode()
 
 
 def search_query(text: str) -> str:
@@ -235,7 +270,10 @@ class WebShopEnv(TextAgentEnv[str]):
         self._asin: str | None = None
         self._options: dict[str, str] = {}
         self._purchase: RewardInfo | None = None
-        self._show(search_page(self._goal.instruction_text))
+        instruction = self._goal.instruction_text
+        self._show(
+            self.world.pages.get_or(("search", instruction), lambda: search_page(instruction))
+        )
 
     def _show(self, page: Page) -> None:
         self._page = page
@@ -323,7 +361,9 @@ class WebShopEnv(TextAgentEnv[str]):
             self._show_results(self._page_num)
         elif name in SUB_PAGES:
             product = self.world.catalogue.by_asin[self._asin or ""]
-            self._show(sub_page(name, self._goal.instruction_text, product))
+            instruction = self._goal.instruction_text
+            key = (name, instruction, product.asin)
+            self._show(self.world.pages.get_or(key, lambda: sub_page(name, instruction, product)))
         else:
             clickable = self._page.clickables[name]
             if clickable.kind == "product":
@@ -356,15 +396,13 @@ class WebShopEnv(TextAgentEnv[str]):
 
     def _hash_pair(self) -> tuple[str, str]:
         if self._hashes is None:
-            state = {
-                "page": self._page.text,
-                "options": self._options,
-                "goal": self._goal_digest,
-                "query": self._keywords,
-                "results_page": self._page_num,
-                "asin": self._asin,
-            }
-            self._hashes = (stable_hash(self._page.text), stable_hash(state))
+            page, options = self._page, self._options
+            where = (self._goal_digest, self._keywords, self._page_num, self._asin)
+            key = (page.text, tuple(sorted(options.items())), *where)
+            state = self.world.state_hashes.get_or(
+                key, lambda: stable_hash(session_state_bytes(page, options, *where))
+            )
+            self._hashes = (page.text_hash, state)
         return self._hashes
 
     def _obs_hash(self) -> str:
@@ -375,9 +413,7 @@ class WebShopEnv(TextAgentEnv[str]):
 
     def admissible_actions(self) -> list[str]:
         """``search[...]`` on the search page, then a ``click[...]`` for every clickable."""
-        actions = [SEARCH_ACTION] if self._page.has_search_bar else []
-        actions += [f"click[{name}]" for name in self._page.clickables if name != SEARCH_BUTTON]
-        return actions
+        return list(self._page.actions)
 
     def user_choices(self) -> list[str]:
         """What a user can do: search the instruction on the search page, else click a clickable.

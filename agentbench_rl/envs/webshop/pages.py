@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring
 from typing import Literal
 
 from agentbench_rl.core.actions import normalize_text
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.webshop.data import RATING, Product
 
 SEP = " [SEP] "
@@ -35,6 +37,8 @@ NEXT_PAGE = "next >"
 PREV_PAGE = "< prev"
 BUY_NOW = "buy now"
 SEARCH_BUTTON = "search"
+#: How admissible actions show that a search is possible (the original's ``has_search_bar``).
+SEARCH_ACTION = "search[...]"
 #: Sub-page button (lower-cased) -> page kind (the original's ``ACTION_TO_TEMPLATE``; the
 #: ``Attributes`` page is only shown with ``show_attrs``, which the text env leaves off).
 PageKind = Literal["search", "results", "item", "description", "features", "reviews", "done"]
@@ -78,6 +82,22 @@ class Page:
     text: str
     clickables: Mapping[str, Clickable]
     has_search_bar: bool = False
+
+    #: Worked out once per page (a world keeps its pages; group members and replays show them
+    #: again): the text as a JSON string, as the state hash writes it; its observation hash;
+    #: the admissible actions (``search[...]`` on the search page, then a ``click[...]`` per
+    #: clickable).
+    text_json: str = field(init=False, repr=False, compare=False)
+    text_hash: str = field(init=False, repr=False, compare=False)
+    actions: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        clicks = tuple(f"click[{name}]" for name in self.clickables if name != SEARCH_BUTTON)
+        object.__setattr__(self, "text_json", encode_basestring(self.text))
+        object.__setattr__(self, "text_hash", stable_hash(self.text))
+        object.__setattr__(
+            self, "actions", (SEARCH_ACTION, *clicks) if self.has_search_bar else clicks
+        )
 
 
 def text_node(text: str) -> list[str]:

@@ -204,8 +204,8 @@ class World:
         checksums: split -> checksum.
         index: the BM25 search index.
         nouns: title -> nouns for the type reward.
-        pages: the pages rendered so far, and searches: the results of each query searched so
-            far (:class:`Memo`).
+        pages: the pages rendered so far, searches: the results of each query searched so
+            far, state_hashes: the state hash of each session state met so far (:class:`Memo`).
     """
 
     setting: Setting
@@ -217,6 +217,7 @@ class World:
     nouns: TitleNouns
     pages: Memo[tuple[Any, ...], Page] = field(default_factory=Memo, compare=False)
     searches: Memo[str, tuple[str, ...]] = field(default_factory=Memo, compare=False)
+    state_hashes: Memo[tuple[Any, ...], str] = field(default_factory=Memo, compare=False)
 
 
 def _check_standard(payload: dict[str, Any], data_dir: Path) -> None:
