@@ -22,6 +22,7 @@ import typer.core
 from pydantic import ValidationError
 from rich.markup import escape
 
+from agentbench_rl.bench.limits import TRUTH_LIMITS
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
@@ -632,7 +633,7 @@ def bench_estimators(
 
 @bench_app.command("fidelity")
 def bench_fidelity(
-    seeds: Annotated[int, typer.Option(help="Seeds per MDP (exact MDPs).")] = 20,
+    seeds: Annotated[int, typer.Option(min=1, max=1000, help="Seeds per MDP (exact MDPs).")] = 20,
     out: Annotated[Path, typer.Option(help="Folder for the tables and the PNG.")] = Path(
         "fidelity"
     ),
@@ -646,17 +647,32 @@ def bench_fidelity(
         list[str] | None,
         typer.Option(help="Draw the tasks from this category only (--env; repeat for several)."),
     ] = None,
-    tasks: Annotated[int, typer.Option(help="Tasks in the batch (--env).")] = 8,
-    group_size: Annotated[int, typer.Option(help="Trajectories per task (--env).")] = 8,
+    tasks: Annotated[
+        int, typer.Option(min=1, max=TRUTH_LIMITS["tasks"], help="Tasks in the batch (--env).")
+    ] = 8,
+    group_size: Annotated[
+        int,
+        typer.Option(min=1, max=TRUTH_LIMITS["group_size"], help="Trajectories per task (--env)."),
+    ] = 8,
     continuations: Annotated[
-        int, typer.Option(help="K: continuations per visited prefix (--env).")
+        int,
+        typer.Option(
+            min=2,
+            max=TRUTH_LIMITS["continuations"],
+            help="K: continuations per visited prefix (--env).",
+        ),
     ] = 64,
-    seed: Annotated[int, typer.Option(help="Seed of the batch and the truth (--env).")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the batch and the truth (--env).")] = 0,
     max_steps: Annotated[
-        int | None, typer.Option(help="Step limit (--env; default: the env's).")
+        int | None, typer.Option(min=1, help="Step limit (--env; default: the env's).")
     ] = None,
     parallel: Annotated[
-        int, typer.Option(help="Episodes stepped at once (--env); the numbers do not change.")
+        int,
+        typer.Option(
+            min=1,
+            max=TRUTH_LIMITS["parallel"],
+            help="Episodes stepped at once (--env); the numbers do not change.",
+        ),
     ] = 64,
     env_option: Annotated[
         list[str] | None,
@@ -748,8 +764,8 @@ def bench_credit(
     ] = None,
 ) -> None:
     """Score estimators' credit against the true advantage of every credit set, in seconds."""
-    from agentbench_rl.bench.credit.bench import STANDARD_SETS
     from agentbench_rl.bench.credit.bench import run as run_credit
+    from agentbench_rl.bench.credit.sets import STANDARD_SETS
 
     require("plot", "bench credit (it plots the scores)")
     campaigns = {}
@@ -777,9 +793,11 @@ def bench_credit_set(
         typer.Argument(help="mdp-<name> of the learning testbed (repeat), or 'mdps' for all."),
     ],
     out: Annotated[Path, typer.Option(help="Folder the set folders go in.")] = Path("credit-sets"),
-    tasks: Annotated[int, typer.Option(help="Task draws.")] = 16,
-    group_size: Annotated[int, typer.Option(help="Trajectories per task.")] = 8,
-    seed: Annotated[int, typer.Option(help="Seed of the draws.")] = 0,
+    tasks: Annotated[int, typer.Option(min=1, max=TRUTH_LIMITS["tasks"], help="Task draws.")] = 16,
+    group_size: Annotated[
+        int, typer.Option(min=1, max=TRUTH_LIMITS["group_size"], help="Trajectories per task.")
+    ] = 8,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the draws.")] = 0,
 ) -> None:
     """Make the exact credit sets of the learning testbed's MDPs (a real env's set comes from
     bench fidelity --env ... --export-set DIR)."""

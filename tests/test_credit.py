@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agentbench_rl.bench.credit.bench import STANDARD_SETS, run
+from agentbench_rl.bench.credit.bench import run
 from agentbench_rl.bench.credit.score import (
     PERFECT_BASELINE,
     Candidate,
@@ -28,6 +28,7 @@ from agentbench_rl.bench.credit.score import (
 from agentbench_rl.bench.credit.sets import (
     ARRAYS_FILE,
     META_FILE,
+    STANDARD_SETS,
     CreditSet,
     CreditSetError,
     mdp_set,
@@ -98,6 +99,83 @@ def test_a_set_round_trips_and_its_files_are_checked(tmp_path: Path) -> None:
         read_set(folder)
     with pytest.raises(CreditSetError, match="no credit set here"):
         read_sets(tmp_path / "empty")
+
+
+def _sealed_with(folder: Path, **changes: np.ndarray) -> None:
+    """Rewrite a set's arrays with ``changes`` and seal it again (its sha256 in set.json)."""
+    import hashlib
+    import io
+
+    with np.load(folder / ARRAYS_FILE) as npz:
+        arrays = {name: npz[name] for name in npz.files}
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{**arrays, **changes})
+    (folder / ARRAYS_FILE).write_bytes(buffer.getvalue())
+    meta = json.loads((folder / META_FILE).read_text("utf-8"))
+    meta["sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    (folder / META_FILE).write_text(json.dumps(meta), "utf-8")
+
+
+def test_a_malformed_set_is_one_line_naming_the_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentbench_rl.bench.credit import sets as sets_module
+
+    made = mdp_set("lucky_rare", tasks=4, group_size=3, seed=1)
+    folder = tmp_path / made.name
+    rows = len(made.batch)
+    bad = {
+        "true_advantage": (np.full(rows, np.nan), "column true_advantage holds NaN or infinity"),
+        "reward": (np.full(rows, np.inf), "column reward holds NaN or infinity"),
+        "hidden": (np.zeros(rows), "column hidden is not one value per row"),
+        "obs_key": (np.zeros(rows), "column obs_key holds float64, not text"),
+        "valid": (np.zeros(rows), "column valid holds float64, not booleans"),
+        "t": (np.zeros(rows - 1, dtype=int), "is not one value per row"),
+    }
+    for column, (values, problem) in bad.items():
+        write_set(made, folder)
+        _sealed_with(folder, **{column: values})
+        with pytest.raises(CreditSetError, match=problem):
+            read_set(folder)
+    write_set(made, folder)
+    meta = json.loads((folder / META_FILE).read_text("utf-8"))
+    meta["settings"]["gamma"] = float("nan")
+    (folder / META_FILE).write_text(json.dumps(meta), "utf-8")
+    with pytest.raises(CreditSetError, match=r"settings\.gamma must be a number"):
+        read_set(folder)
+    # the decompressed size is read from the zip's directory before any array loads
+    write_set(made, folder)
+    monkeypatch.setattr(sets_module, "MAX_ARRAY_BYTES", 1000)
+    with pytest.raises(CreditSetError, match="MB decompressed, over the"):
+        read_set(folder)
+
+
+def test_every_standard_set_is_pinned_and_a_resealed_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hashlib
+    import shutil
+
+    from agentbench_rl.bench.credit import sets as sets_module
+    from agentbench_rl.bench.credit.pins import PINS
+
+    shipped = {folder.name: folder for folder in STANDARD_SETS.iterdir() if folder.is_dir()}
+    unpinned = sorted(set(shipped) - set(PINS))
+    assert not unpinned, f"pin these in agentbench_rl/bench/credit/pins.py: {unpinned}"
+    for name, folder in shipped.items():
+        assert hashlib.sha256((folder / ARRAYS_FILE).read_bytes()).hexdigest() == PINS[name]
+    assert all(credit.pinned for credit in read_sets(STANDARD_SETS))
+    # a standard set's arrays changed and sealed again: refused; the same as one's own set: read,
+    # unpinned
+    shutil.copytree(STANDARD_SETS / "mdp-detours", tmp_path / "standard" / "mdp-detours")
+    monkeypatch.setattr(sets_module, "STANDARD_SETS", (tmp_path / "standard").resolve())
+    folder = tmp_path / "standard" / "mdp-detours"
+    truth = read_set(folder).true_advantage
+    _sealed_with(folder, true_advantage=-truth)
+    with pytest.raises(CreditSetError, match="not the pinned ones"):
+        read_set(folder)
+    shutil.copytree(folder, tmp_path / "mine" / "mdp-detours")
+    assert not read_set(tmp_path / "mine" / "mdp-detours").pinned
 
 
 def test_scores_are_the_definitions_by_hand() -> None:

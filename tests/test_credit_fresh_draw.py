@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from scipy.stats import spearmanr
 
-from agentbench_rl.bench.credit.bench import STANDARD_SETS, run
+from agentbench_rl.bench.credit.bench import run
 from agentbench_rl.bench.credit.score import CEILING, PERFECT_BASELINE
-from agentbench_rl.bench.credit.sets import read_set
+from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_set
 
 SET = "textcraft-noisy0.6-expert"
 #: The lowest Spearman correlation of the two rankings that passes: the sets' ranking held at

@@ -379,3 +379,28 @@ def test_a_replay_that_reaches_another_state_is_an_error() -> None:
     wrong_jobs = continuation_jobs(settings, PlayedBatch(batch.records, wrong), 1)[:4]
     with pytest.raises(RuntimeError, match="state_hash differs"):
         continuation_returns(settings, wrong_jobs, 1, envs, agent)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["bench", "fidelity", "--env", "sokoban", "--tasks", "0"], "--tasks"),
+        (["bench", "fidelity", "--env", "sokoban", "--tasks", "100000000"], "--tasks"),
+        (["bench", "fidelity", "--env", "sokoban", "--group-size", "0"], "--group-size"),
+        (["bench", "fidelity", "--env", "sokoban", "--continuations", "1"], "--continuations"),
+        (["bench", "fidelity", "--env", "sokoban", "--parallel", "0"], "--parallel"),
+        (["bench", "fidelity", "--env", "sokoban", "--seed", "-1"], "--seed"),
+        (["bench", "fidelity", "--seeds", "0"], "--seeds"),
+        (["bench", "credit-set", "mdp-detours", "--tasks", "0"], "--tasks"),
+        (["bench", "credit-set", "mdp-detours", "--group-size", "100000"], "--group-size"),
+        (["bench", "credit-set", "mdp-detours", "--seed", "-1"], "--seed"),
+    ],
+)
+def test_count_flags_are_bounded_before_any_work(args: list[str], flag: str) -> None:
+    from typer.testing import CliRunner
+
+    from agentbench_rl.cli import app
+
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{flag}'" in result.output and "Traceback" not in result.output

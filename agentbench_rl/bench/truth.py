@@ -64,6 +64,7 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.bench.credit.sets import CreditSet, write_set
 from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
+from agentbench_rl.bench.limits import TRUTH_LIMITS
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch, StepRecord
 from agentbench_rl.core.hashing import seed_from, tuple_hash
@@ -112,8 +113,13 @@ class TruthSettings:
         if self.panel is not None and self.panel < 1:
             raise ValueError(f"fidelity: panel must be >= 1, got {self.panel}")
         for name in ("tasks", "group_size", "continuations"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"fidelity: {name} must be >= 1, got {getattr(self, name)}")
+            value, limit = getattr(self, name), TRUTH_LIMITS[name]
+            if not 1 <= value <= limit:
+                raise ValueError(f"fidelity: {name} must be in [1, {limit}], got {value}")
+        if self.seed < 0:
+            raise ValueError(f"fidelity: seed must be >= 0, got {self.seed}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"fidelity: max_steps must be >= 1, got {self.max_steps}")
         if self.continuations < 2:
             raise ValueError("fidelity: continuations must be >= 2 (a standard error needs two)")
         if not 0.0 <= self.gamma <= 1.0:

@@ -40,12 +40,9 @@ from agentbench_rl.bench.credit.score import (
     score,
     speed,
 )
-from agentbench_rl.bench.credit.sets import CreditSet, read_sets
+from agentbench_rl.bench.credit.sets import STANDARD_SETS, CreditSet, read_sets
 from agentbench_rl.bench.truth import METRICS
 from agentbench_rl.core.atomic import atomic_write_text
-
-#: The sets shipped with the package (``bench credit`` reads them unless told otherwise).
-STANDARD_SETS = Path(__file__).resolve().parent / "standard"
 
 
 @dataclass
@@ -218,7 +215,9 @@ def markdown(report: Report) -> str:
         "",
         f"{len(report.sets)} sets, scored in {report.seconds:.1f} s on {os.cpu_count()} cores. "
         "Cells: value [95% bootstrap interval over tasks; none where a part holds too few "
-        f"tasks]. `{PERFECT_BASELINE}`: the step's own discounted return minus the true value "
+        "tasks]. A set not shipped with the package, or one whose arrays are not pinned in it "
+        "(`agentbench_rl/bench/credit/pins.py`), is marked unpinned. "
+        f"`{PERFECT_BASELINE}`: the step's own discounted return minus the true value "
         "of its prefix, noise-fair (the covariance it shares with the truth through the "
         "value's Monte-Carlo estimate subtracted, so its Spearman and sign agreement are "
         f"left out); `{CEILING}`: sqrt(1 − noise share), the noise share being "
@@ -245,7 +244,8 @@ def markdown(report: Report) -> str:
         share = credit.noise_share
         found = powers[credit.name]
         lines.append(
-            f"| {credit.name} | {credit.kind} | {settings.get('env')} | "
+            f"| {credit.name}{'' if credit.pinned else ' (unpinned)'} | {credit.kind} | "
+            f"{settings.get('env')} | "
             f"`{settings.get('agent', settings.get('policy'))}` | {len(credit.batch)} | "
             f"{credit.batch.n_groups} | {credit.success_rate:.2f} | "
             f"{math.sqrt(max(0.0, 1 - share)) if not math.isnan(share) else math.nan:.2f} | "

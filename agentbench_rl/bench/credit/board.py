@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from agentbench_rl.bench.credit.bench import STANDARD_SETS, Report
+from agentbench_rl.bench.credit.bench import Report
 from agentbench_rl.bench.credit.bench import run as run_credit
 from agentbench_rl.bench.credit.score import PERFECT_BASELINE, Candidate, estimate_all
-from agentbench_rl.bench.credit.sets import read_sets
+from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_sets
 from agentbench_rl.bench.truth import BOOTSTRAP, percentile_interval
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json

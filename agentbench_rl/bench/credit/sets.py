@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import zipfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,15 @@ TRUTH_COLUMNS = ("true_advantage", "standard_error", "value", "value_standard_er
 _STRING_COLUMNS = ("group", "traj", "obs_key", "state_key", "action_key", "next_obs_key")
 #: γ of every standard set (the estimators' default, and the fidelity runs').
 GAMMA = 0.95
+#: The sets shipped with the package (``bench credit`` reads them unless told otherwise).
+STANDARD_SETS = Path(__file__).resolve().parent / "standard"
+#: The most a set's arrays may take once decompressed (read from the zip's directory before
+#: any array loads; the largest standard set takes 2 MB): a small file that would decompress
+#: to gigabytes is refused at once.
+MAX_ARRAY_BYTES = 512 * 2**20
+#: The columns that must hold numbers (finite ones), booleans or text.
+_NUMBER_COLUMNS = ("t", "reward", *TRUTH_COLUMNS, "hidden")
+_BOOLEAN_COLUMNS = ("valid", "success")
 
 
 class CreditSetError(ValueError):
@@ -81,6 +91,9 @@ class CreditSet:
     settings: dict[str, Any]
     hidden: dict[str, Any] | None = None
     made: dict[str, Any] = field(default_factory=dict)
+    #: Whether its arrays are a standard set's pinned ones (:mod:`.pins`); a set of one's own is
+    #: read unpinned.
+    pinned: bool = False
 
     @property
     def gamma(self) -> float:
@@ -182,24 +195,21 @@ def read_set(folder: Path) -> CreditSet:
             f"{meta_path}: schema {meta['schema']!r}, this version reads schema {SCHEMA}"
         )
     data = arrays_path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != meta.get("sha256"):
+    sha256 = hashlib.sha256(data).hexdigest()
+    if sha256 != meta.get("sha256"):
         raise CreditSetError(
             f"{arrays_path}: its sha256 differs from {META_FILE}'s: the file was changed or "
             "belongs to another set"
         )
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError) as problem:
-        raise CreditSetError(f"{arrays_path}: not readable ({problem})") from None
-    required = (*BATCH_COLUMNS, "category", *TRUTH_COLUMNS)
-    missing = [name for name in required if name not in arrays]
-    if missing:
-        raise CreditSetError(f"{arrays_path}: lacks the column(s) {', '.join(missing)}")
-    rows = len(arrays["t"])
-    uneven = [name for name, values in arrays.items() if len(values) != rows]
-    if uneven:
-        raise CreditSetError(f"{arrays_path}: column(s) {', '.join(uneven)} not of {rows} rows")
+    name = str(meta.get("name", folder.name))
+    pinned = _check_pin(folder, name, sha256)
+    arrays = _read_arrays(arrays_path, data)
+    settings = meta.get("settings") or {}
+    if not isinstance(settings, dict):
+        raise CreditSetError(f"{meta_path}: 'settings' must be an object")
+    gamma = settings.get("gamma")
+    if not isinstance(gamma, int | float) or not 0.0 <= gamma <= 1.0:  # NaN fails too
+        raise CreditSetError(f"{meta_path}: settings.gamma must be a number in [0, 1]")
     columns = {
         name: arrays[name].astype(object) if name in _STRING_COLUMNS else arrays[name]
         for name in BATCH_COLUMNS
@@ -211,15 +221,70 @@ def read_set(folder: Path) -> CreditSet:
     except ValueError as problem:
         raise CreditSetError(f"{arrays_path}: {problem}") from None
     return CreditSet(
-        name=str(meta.get("name", folder.name)),
+        name=name,
         kind=str(meta.get("kind")),
         batch=batch,
         category=arrays["category"].astype(object),
-        **{name: arrays[name].astype(np.float64) for name in TRUTH_COLUMNS},
-        settings=dict(meta.get("settings") or {}),
+        **{column: arrays[column].astype(np.float64) for column in TRUTH_COLUMNS},
+        settings=dict(settings),
         hidden=meta.get("hidden"),
         made=dict(meta.get("made") or {}),
+        pinned=pinned,
     )
+
+
+def _check_pin(folder: Path, name: str, sha256: str) -> bool:
+    """Whether the set is a pinned standard set; :class:`CreditSetError` for a standard set
+    whose arrays are not its pin (changed and sealed again)."""
+    from agentbench_rl.bench.credit.pins import PINS
+
+    pin = PINS.get(name)
+    if folder.resolve().parent != STANDARD_SETS or pin is None:
+        return False
+    if sha256 != pin:
+        raise CreditSetError(
+            f"{folder}: the standard set's arrays are not the pinned ones (sha256 {sha256[:16]}, "
+            f"pinned {pin[:16]}): changed and sealed again"
+        )
+    return True
+
+
+def _read_arrays(path: Path, data: bytes) -> dict[str, np.ndarray]:
+    """The columns of ``set.npz``, checked: the decompressed size (from the zip's directory,
+    before any array loads), every column present, of one length and of its kind, numbers
+    finite; :class:`CreditSetError` in one line naming the file and the column."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            size = sum(member.file_size for member in archive.infolist())
+    except (zipfile.BadZipFile, ValueError) as problem:
+        raise CreditSetError(f"{path}: not readable ({problem})") from None
+    if size > MAX_ARRAY_BYTES:
+        raise CreditSetError(
+            f"{path}: its arrays would take {size / 2**20:,.0f} MB decompressed, over the "
+            f"{MAX_ARRAY_BYTES / 2**20:.0f} MB a credit set may take"
+        )
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+    except (ValueError, OSError, zipfile.BadZipFile) as problem:
+        raise CreditSetError(f"{path}: not readable ({problem})") from None
+    required = (*BATCH_COLUMNS, "category", *TRUTH_COLUMNS)
+    missing = [name for name in required if name not in arrays]
+    if missing:
+        raise CreditSetError(f"{path}: lacks the column(s) {', '.join(missing)}")
+    rows = len(arrays["t"]) if arrays["t"].ndim else -1
+    for name, values in arrays.items():
+        if values.ndim != (2 if name == "hidden" else 1) or len(values) != rows:
+            raise CreditSetError(f"{path}: column {name} is not one value per row ({rows} rows)")
+        if name in _NUMBER_COLUMNS and values.dtype.kind not in "iuf":
+            raise CreditSetError(f"{path}: column {name} holds {values.dtype}, not numbers")
+        if name in _NUMBER_COLUMNS and not np.all(np.isfinite(values)):
+            raise CreditSetError(f"{path}: column {name} holds NaN or infinity")
+        if name in _BOOLEAN_COLUMNS and values.dtype.kind != "b":
+            raise CreditSetError(f"{path}: column {name} holds {values.dtype}, not booleans")
+        if name in (*_STRING_COLUMNS, "category") and values.dtype.kind != "U":
+            raise CreditSetError(f"{path}: column {name} holds {values.dtype}, not text")
+    return arrays
 
 
 def read_sets(root: Path) -> list[CreditSet]:
