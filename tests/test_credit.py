@@ -440,6 +440,37 @@ def test_an_estimator_submission_is_validated_filed_and_ranked(tmp_path: Path) -
     assert "| gigpo | built-in |" in board and "perfect baseline" in board
 
 
+def test_board_rows_are_keyed_by_submission_and_every_name_is_escaped(tmp_path: Path) -> None:
+    from agentbench_rl.bench.credit.board import (
+        EstimatorSubmissionError,
+        read_card,
+        render_board,
+        submit_estimator,
+    )
+    from agentbench_rl.bench.credit.score import PERFECT_BASELINE
+
+    sets = tmp_path / "sets"
+    write_set(mdp_set("branching", tasks=6, group_size=3), sets / "mdp-branching")
+    source = (
+        "import numpy as np\n\ndef estimate(batch):\n    return np.asarray(batch.reward, float)\n"
+    )
+    for reserved in ("gigpo", "GRPO", PERFECT_BASELINE, "grpo:episode_stats=trajectories"):
+        with pytest.raises(EstimatorSubmissionError, match="is a built-in estimator's"):
+            read_card(submission(tmp_path / reserved.replace(":", "_"), source, name=reserved))
+    root = tmp_path / "boards"
+    forged = "x | built-in | 0.99 | 0.99 <script>alert(1)</script>"
+    submit_estimator(submission(tmp_path / "forged", source, name=forged), root, sets)
+    entry = {"function": None, "entry_point": "grpo"}
+    submit_estimator(submission(tmp_path / "alias", "", name="my grpo", **entry), root, sets)
+    board = render_board(root, sets).read_text("utf-8")
+    rows = [line for line in board.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    forged_row = next(line for line in rows if "alert" in line)
+    assert "<script>" not in board and "&lt;script&gt;" in forged_row
+    assert forged_row.count(" | ") == rows[0].count(" | ")  # the | cannot open a cell
+    assert "| my grpo | [submission](my-grpo/) |" in board  # shown, under its own row
+    assert sum("| grpo | built-in |" in line for line in rows) == 1
+
+
 def test_the_board_ranks_a_row_scored_on_fewer_sets_after_the_rows_scored_on_all() -> None:
     """A mean over fewer sets is not comparable with a mean over all of them: the row with the
     highest mean but an env or one set of an env missing ranks after the complete rows, its

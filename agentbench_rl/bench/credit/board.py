@@ -30,7 +30,13 @@ import numpy as np
 
 from agentbench_rl.bench.credit.bench import Report
 from agentbench_rl.bench.credit.bench import run as run_credit
-from agentbench_rl.bench.credit.score import PERFECT_BASELINE, Candidate, estimate_all
+from agentbench_rl.bench.credit.score import (
+    CEILING,
+    PERFECT_BASELINE,
+    VARIANTS,
+    Candidate,
+    estimate_all,
+)
 from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_sets
 from agentbench_rl.bench.truth import BOOTSTRAP, percentile_interval
 from agentbench_rl.core.atomic import atomic_write_text
@@ -78,6 +84,10 @@ def read_card(folder: Path) -> EstimatorCard:
         value = card.get(key)
         if not isinstance(value, str) or not value.strip() or len(value) > 200 or "\n" in value:
             raise EstimatorSubmissionError(f"{path}: '{key}' must be one line of text")
+    if card["name"].strip().lower() in reserved_names():
+        raise EstimatorSubmissionError(
+            f"{path}: the name '{card['name']}' is a built-in estimator's or a reference row's"
+        )
     function, entry = card.get("function"), card.get("entry_point")
     if (function is None) == (entry is None):
         raise EstimatorSubmissionError(f"{path}: give 'function' (in {SOURCE}) or 'entry_point'")
@@ -90,6 +100,33 @@ def read_card(folder: Path) -> EstimatorCard:
     if url is not None and not (isinstance(url, str) and re.match(r"^https?://\S+$", url)):
         raise EstimatorSubmissionError(f"{path}: 'url' must be an http(s) address or null")
     return EstimatorCard(card["name"], card["authors"], card["description"], url, function, entry)
+
+
+def reserved_names() -> frozenset[str]:
+    """The names no submission may take (lower-cased): the registered estimators, the scored
+    variants and the reference rows."""
+    from agentbench_rl.estimators import available
+
+    return frozenset(n.lower() for n in (*available(), *VARIANTS, CEILING, PERFECT_BASELINE))
+
+
+def submission_label(folder: Path) -> str:
+    """The row key of a filed submission: its folder's name (unique on the board), never its
+    card's name, which is only shown."""
+    return f"submission:{Path(folder).name}"
+
+
+def escaped(text: str) -> str:
+    """A table cell's text, safe in Markdown and HTML: ``|`` cannot end the cell, and ``<``,
+    ``>`` and ``&`` show as themselves.
+
+    Example:
+        >>> print(escaped("a | <b>"))
+        a \\| &lt;b&gt;
+    """
+    text = " ".join(text.split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return text.replace("|", "\\|")
 
 
 @contextmanager
@@ -106,10 +143,11 @@ def importable(folder: Path) -> Iterator[None]:
 
 
 def candidate_of(folder: Path, card: EstimatorCard) -> Candidate:
-    """What the board scores for a submission (labelled by its card's name)."""
+    """What the board scores for a submission (labelled by :func:`submission_label`)."""
+    label = submission_label(folder)
     if card.entry_point is not None:
-        return Candidate.parse(card.entry_point)
-    return Candidate(label=card.name, function=f"python:estimator:{card.function}")
+        return Candidate(label=label, spec=Candidate.parse(card.entry_point).spec)
+    return Candidate(label=label, function=f"python:estimator:{card.function}")
 
 
 def validate_estimator(folder: Path, sets_root: Path = STANDARD_SETS) -> dict[str, float]:
@@ -158,11 +196,13 @@ def render_board(root: Path, sets_root: Path = STANDARD_SETS) -> Path:
     for folder, card in filed:  # one at a time: each is a module called "estimator"
         with importable(folder):
             extra = run_credit([candidate_of(folder, card)], sets_root, timed=False)
-        report.scores.extend(s for s in extra.scores if s.estimator == card.name)
+        label = submission_label(folder)
+        report.scores.extend(s for s in extra.scores if s.estimator == label)
         report.problems.update(extra.problems)
     path = Path(root) / BOARD_FOLDER / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, board_markdown(report, {card.name: folder for folder, card in filed}))
+    shown = {submission_label(folder): (folder, card) for folder, card in filed}
+    atomic_write_text(path, board_markdown(report, shown))
     return path
 
 
@@ -228,7 +268,7 @@ def _real_env_draws(report: Report, estimator: str, real_envs: Sequence[str]) ->
     return np.mean(means, axis=0) if means else np.full(BOOTSTRAP, math.nan)
 
 
-def board_markdown(report: Report, filed: dict[str, Path]) -> str:
+def board_markdown(report: Report, filed: dict[str, tuple[Path, EstimatorCard]]) -> str:
     """The board: an estimator per row, its mean Pearson correlation with the truth on each
     group of sets, ranked by the mean of its real envs' means; a row scored on fewer sets
     (BiPACE where a set has no hidden states) ranks after every row scored on more, whatever its
@@ -288,8 +328,10 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
         shown_rank = shown_rank if tied else place
         rank = f"{shown_rank}=" if tied else str(shown_rank)
         previous = (draws, covered, real)
+        shown_name = escaped(estimator)
         if estimator in filed:
-            source = f"[submission]({filed[estimator].name}/)"
+            folder, card = filed[estimator]
+            source, shown_name = f"[submission]({folder.name}/)", escaped(card.name)
         elif estimator == PERFECT_BASELINE:
             source = "label"
         else:
@@ -300,7 +342,7 @@ def board_markdown(report: Report, filed: dict[str, Path]) -> str:
             shown += f" ({covered} of {total} sets)"
         dose_cell = _dose_cell(report, estimator, real_envs)
         lines.append(
-            f"| {rank} | {estimator} | {source} | "
+            f"| {rank} | {shown_name} | {source} | "
             + " | ".join(cells)
             + f" | {shown} | {above} | {dose_cell} |"
         )
