@@ -25,6 +25,7 @@ PINS: dict[str, str] = {
     "mdp-sparse-anchors": "3faa70e5eeb3240cf8efa6fa559ebbfe1f630ff57c00a0264cdbfa271f6b7eff",
     "sokoban-bc-start": "f52fbaa1ccab086866e7007ca42b0519ef90ff28b17ad050474415b130d5ba03",
     "sokoban-gigpo-final": "8e0ad05baf44731b9ca1ccdd6256f0c2b7666dcbd9e2055bf8ce3a2a7d3f197f",
+    "textcraft-drrn-mid": "1104f3b65526daf58d46144fd223eb5951e434915fc65909a2c589eb0f3fd81d",
     "textcraft-drrn-start": "893807ca81d4b64fd2e12a8e3c9afe85b9dd9897bd3b331080a01861db4c8ab2",
     "textcraft-noisy0.6-expert": "53548ce213427829f9c1abf6602303a5f14daa2bffaf08695ab090213ee94171",
     "textcraft-noisy0.9-expert": "4b7b5e1ba2ddd12308476bf845c9541eb2d7c2480a10191229b072b6f9014866",
