@@ -182,6 +182,10 @@ def eval_command(
     limit: Annotated[
         int | None, typer.Option(help="A seeded sample of N tasks, stratified by category.")
     ] = None,
+    category: Annotated[
+        list[str] | None,
+        typer.Option(help="Only the split's tasks of this category (repeat for several)."),
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUT.")] = False,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
     episodes_format: Annotated[str, typer.Option(help="csv or parquet.")] = "csv",
@@ -228,6 +232,7 @@ def eval_command(
                 "agent": agent,
                 "seeds": list(seeds) if seeds else [0],
                 "limit": limit,
+                "categories": list(category) if category else None,
                 "max_steps": max_steps,
                 "episodes_format": episodes_format,
                 "env_kwargs": env_kwargs,

@@ -99,3 +99,33 @@ def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
     assert summary["config"]["categories"] == ["depth-1", "depth-2"]
     with pytest.raises(ValueError, match="no task of split 'test' is in"):
         EvalConfig(env="textcraft", split="test", agent="expert", categories=["depth-9"]).tasks()
+
+
+def test_eval_takes_categories_on_the_command_line(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from agentbench_rl.cli import app
+
+    out = tmp_path / "run"
+    args = ["eval", "--env", "textcraft", "--split", "test", "--agent", "expert"]
+    result = CliRunner().invoke(
+        app,
+        [
+            *args,
+            "--category",
+            "depth-1",
+            "--category",
+            "depth-2",
+            "--limit",
+            "4",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text("utf-8"))
+    assert summary["config"]["categories"] == ["depth-1", "depth-2"]
+    refused = CliRunner().invoke(app, [*args, "--category", "depth-9", "--out", str(out / "x")])
+    assert refused.exit_code != 0 and "no task of split 'test' is in" in refused.output
