@@ -192,18 +192,31 @@ def _mean_over_sets(report: Report, estimator: str, metric: str, part: str = "al
 
 
 def summary_table(report: Report) -> str:
-    """The printed summary: each estimator's Pearson on each set and its mean."""
+    """The printed summary: each estimator's Pearson on each set (the sets numbered, their
+    whole names listed below, so a log keeps them) and its mean.
+
+    Example:
+        >>> import tempfile
+        >>> from agentbench_rl.bench.credit.sets import mdp_set, write_set
+        >>> root = Path(tempfile.mkdtemp())
+        >>> write_set(mdp_set("lucky_rare", tasks=6, group_size=4), root / "mdp-lucky-rare")
+        >>> print(summary_table(run(["grpo"], root, timed=False)).splitlines()[-1])
+        sets: [1] mdp-lucky-rare
+    """
     names = [credit.name for credit in report.sets]
-    lines = [f"{'estimator':28s} " + " ".join(f"{name[:14]:>14s}" for name in names) + "      mean"]
+    width = max(len("estimator"), *(len(e) for e in report.estimators()))
+    numbers = [f"[{index}]" for index in range(1, len(names) + 1)]
+    lines = [f"{'estimator':{width}s} " + " ".join(f"{n:>6s}" for n in numbers) + "   mean"]
     for estimator in report.estimators():
         cells = []
         for name in names:
             entry = report.find(estimator, name)
-            value = entry.parts["all"]["pearson"]["value"] if entry is not None else math.nan
-            cells.append(f"{value:14.2f}" if not math.isnan(value) else f"{'–':>14s}")
+            value = entry.pearson if entry is not None else math.nan
+            cells.append(f"{value:6.2f}" if not math.isnan(value) else f"{'–':>6s}")
         mean = _mean_over_sets(report, estimator, "pearson")
-        lines.append(f"{estimator[:28]:28s} " + " ".join(cells) + f" {mean:9.2f}")
-    return "\n".join(lines)
+        lines.append(f"{estimator:{width}s} " + " ".join(cells) + f" {mean:6.2f}")
+    legend = ", ".join(f"{number} {name}" for number, name in zip(numbers, names, strict=True))
+    return "\n".join([*lines, f"sets: {legend}"])
 
 
 def markdown(report: Report) -> str:
