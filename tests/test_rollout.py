@@ -63,3 +63,27 @@ def test_random_group_rollout_is_seeded_and_batches() -> None:
     # Rows before a step carry that step's state; the first row of each member is the start.
     starts = {r["state_key"] for r in first.records if r["t"] == 0}
     assert len(starts) == 1
+
+
+def test_bench_rollout_times_the_loop_against_the_same_episodes_on_bare_envs() -> None:
+    """The loop's episodes replay on bare envs step for step (same resets, same answers), so the
+    two rates time the same work."""
+    pytest.importorskip("torch")
+    from agentbench_rl.bench.rollout import bare_replay, loop_iteration, measure
+    from agentbench_rl.envs.spec import EnvSpec
+    from agentbench_rl.rollout.workers import LocalEnvPool
+
+    env = EnvSpec(name="sokoban", split="train")
+    pool = LocalEnvPool(env, 4)
+    try:
+        batch = loop_iteration(pool, env, 0, 2)
+    finally:
+        pool.close()
+    bare = [env.make() for _ in range(4)]
+    _, steps = bare_replay(bare, batch, 0)
+    assert steps == len(batch)
+    figures = measure(env, repeats=1, workers=1, tasks=2, group=2)
+    assert figures["loop_rows_per_s"] > 0 and figures["bare_steps_per_s"] > 0
+    assert figures["overhead"] == pytest.approx(
+        figures["bare_steps_per_s"] / figures["loop_rows_per_s"] - 1
+    )

@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from agentbench_rl.core.actions import canonicalize_action
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.core.memo import Memo
 from agentbench_rl.envs.base import TEXT_CHARSET, TextAgentEnv, Transition, text_space
 from agentbench_rl.envs.textcraft.commands import (
     Craft,
@@ -77,8 +78,6 @@ class TextCraftEnv(TextAgentEnv[str]):
         self.inventory: dict[str, int] = {}
         self._base_gets: list[str] = []
         self._text = ""
-        self._planned: list[str] = []
-        self._planned_state: tuple[str, tuple[tuple[str, int], ...]] | None = None
 
     # -------------------------------------------------------------- splits
     @classmethod
@@ -268,10 +267,14 @@ class TextCraftEnv(TextAgentEnv[str]):
             >>> "get 1 oak logs" in env.admissible_actions()
             True
         """
-        actions = {"inventory", *self._base_gets}
-        actions.update(action for action in self._plan() if action.startswith("get "))
-        actions.update(self._possible_crafts())
-        return sorted(actions)
+
+        def work() -> tuple[str, ...]:
+            actions = {"inventory", *self._base_gets}
+            actions.update(action for action in self._plan() if action.startswith("get "))
+            actions.update(self._possible_crafts())
+            return tuple(sorted(actions))
+
+        return list(_ADMISSIBLE.get_or(self._where(), work))
 
     def _possible_crafts(self) -> set[str]:
         candidates: set[Recipe] = set()
@@ -333,13 +336,23 @@ class TextCraftEnv(TextAgentEnv[str]):
         plan = self._plan()
         return plan[0] if plan else "inventory"
 
-    def _plan(self) -> list[str]:
-        """The expert's plan from the current inventory (kept until the inventory changes)."""
-        state = tuple(sorted(self.inventory.items()))
-        if self._planned_state != (self.goal, state):
-            self._planned = self.planner.plan(self.goal, self.inventory)
-            self._planned_state = (self.goal, state)
-        return self._planned
+    def _where(self) -> tuple[str, tuple[tuple[str, int], ...]]:
+        """The goal and the inventory: all that the plan and the admissible actions read."""
+        return self.goal, tuple(sorted(self.inventory.items()))
+
+    def _plan(self) -> tuple[str, ...]:
+        """The expert's plan from the current inventory."""
+        return _PLANS.get_or(
+            self._where(), lambda: tuple(self.planner.plan(self.goal, self.inventory))
+        )
+
+
+#: The expert's plan and the admissible actions by goal and inventory, for every env of the
+#: process (both are pure functions of them, the recipe book being the one checked book):
+#: group members, repeated episodes and a fidelity run's continuations reach the same
+#: inventories again.
+_PLANS: Memo[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...]] = Memo()
+_ADMISSIBLE: Memo[tuple[str, tuple[tuple[str, int], ...]], tuple[str, ...]] = Memo()
 
 
 def _craft_text(book: RecipeBook, recipe: Recipe, picked: Sequence[str]) -> str:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agentbench_rl.core.hashing import stable_hash
+from agentbench_rl.core.memo import Memo
 from agentbench_rl.envs.webshop.data import (
     Catalogue,
     CatalogueName,
@@ -162,34 +162,6 @@ def shipped_manifest() -> dict[str, Any]:
     if data.get("env") != "webshop" or data.get("format") != MANIFEST_FORMAT:
         raise ValueError(f"webshop: {MANIFEST} is not a webshop split manifest")
     return data
-
-
-#: Entries a world's memo keeps (it starts afresh when full).
-MEMO_SIZE = 20_000
-Key = TypeVar("Key")
-Value = TypeVar("Value")
-
-
-class Memo(dict[Key, Value]):
-    """What was worked out from a key, worked out on a miss by :meth:`get_or`: a world keeps
-    its rendered pages (a page is a pure function of the instruction and what it shows) and its
-    searches' results (the ranking is a pure function of the query), which group members,
-    repeated episodes and replays ask for again.
-
-    Example:
-        >>> memo: Memo[str, int] = Memo()
-        >>> memo.get_or("a", lambda: 1), memo.get_or("a", lambda: 2)
-        (1, 1)
-    """
-
-    def get_or(self, key: Key, work: Callable[[], Value]) -> Value:
-        """The value stored for ``key``, worked out now if it is new."""
-        if key in self:
-            return self[key]
-        if len(self) >= MEMO_SIZE:
-            self.clear()
-        value = self[key] = work()
-        return value
 
 
 @dataclass(frozen=True)
