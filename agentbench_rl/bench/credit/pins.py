@@ -24,6 +24,8 @@ PINS: dict[str, str] = {
     "mdp-recent-cue": "0c5a07a9b2695ac1ba9e804f23776e680d55214b96181c259e71f04da635f90c",
     "mdp-sparse-anchors": "3faa70e5eeb3240cf8efa6fa559ebbfe1f630ff57c00a0264cdbfa271f6b7eff",
     "sokoban-bc-start": "f52fbaa1ccab086866e7007ca42b0519ef90ff28b17ad050474415b130d5ba03",
+    "sokoban-drrn-start": "1c4a94ce5f0f87298859bfe2dd1f97e2c17b10e56428cdd5b8b8dc8ec4871334",
+    "sokoban-drrn-mid": "d3e16dadcae578df00783b6fb86153ff197ea0d6406160fd014d6a9ac35c9361",
     "sokoban-gigpo-final": "8e0ad05baf44731b9ca1ccdd6256f0c2b7666dcbd9e2055bf8ce3a2a7d3f197f",
     "textcraft-drrn-mid": "1104f3b65526daf58d46144fd223eb5951e434915fc65909a2c589eb0f3fd81d",
     "textcraft-drrn-start": "893807ca81d4b64fd2e12a8e3c9afe85b9dd9897bd3b331080a01861db4c8ab2",
