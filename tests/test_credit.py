@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 
 from agentbench_rl.bench.credit.bench import run
+from agentbench_rl.bench.credit.runner import Candidate, estimate_all
 from agentbench_rl.bench.credit.score import (
     PERFECT_BASELINE,
-    Candidate,
-    estimate_all,
     part_masks,
     reference_scores,
     return_to_go,

@@ -27,15 +27,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentbench_rl.bench.credit import power, reading
+from agentbench_rl.bench.credit.runner import Candidate, estimate_all
 from agentbench_rl.bench.credit.score import (
     CEILING,
     PARTS,
     PERFECT_BASELINE,
     SPEED_HIDDEN_SIZE,
-    Candidate,
     Score,
     default_candidates,
-    estimate_all,
     reference_scores,
     score,
     speed,
@@ -125,11 +124,14 @@ def run(
     found = {candidate.label: estimate_all(candidate, sets) for candidate in candidates}
     for candidate in candidates:
         report.problems[candidate.label] = found[candidate.label].problems
+        if console is None:
+            continue
         for set_name, problem in found[candidate.label].problems.items():
-            if console is not None:
-                console.print(
-                    escape(f"{candidate.label} on {set_name}: {problem}"), highlight=False
-                )
+            console.print(escape(f"{candidate.label} on {set_name}: {problem}"), highlight=False)
+        if found[candidate.label].output:  # a child's own lines, apart from the results
+            console.print(escape(f"{candidate.label} printed (its last lines):"), highlight=False)
+            for line in found[candidate.label].output:
+                console.print(escape(f"  | {line}"), highlight=False)
     base = found[against].values if against is not None else {}
     for credit in sets:
         for candidate in candidates:

@@ -30,12 +30,11 @@ import numpy as np
 
 from agentbench_rl.bench.credit.bench import Report
 from agentbench_rl.bench.credit.bench import run as run_credit
+from agentbench_rl.bench.credit.runner import Candidate, estimate_all
 from agentbench_rl.bench.credit.score import (
     CEILING,
     PERFECT_BASELINE,
     VARIANTS,
-    Candidate,
-    estimate_all,
 )
 from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_sets
 from agentbench_rl.bench.truth import BOOTSTRAP, percentile_interval
@@ -146,7 +145,7 @@ def candidate_of(folder: Path, card: EstimatorCard) -> Candidate:
     """What the board scores for a submission (labelled by :func:`submission_label`)."""
     label = submission_label(folder)
     if card.entry_point is not None:
-        return Candidate(label=label, spec=Candidate.parse(card.entry_point).spec)
+        return Candidate.parse(card.entry_point, label=label)
     return Candidate(label=label, function=f"python:estimator:{card.function}")
 
 

@@ -31,205 +31,32 @@ left out, so any two rows of a set pair (:mod:`.power`).
 
 A function that raises, returns the wrong length, NaN or infinity, or runs past the time limit
 gets one line naming the set and the problem; nothing is recorded for it, and the others still
-score. Code that is not the package's runs in a child process under the time limit (and a
-memory limit), so it cannot hang or take down the run.
+score. Code that is not the package's runs in a child process that never holds the truth, under
+limits (:mod:`.runner`), so it can neither read the truth nor hang or take down the run.
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from agentbench_rl.bench.credit.runner import Candidate, estimate_all
 from agentbench_rl.bench.credit.sets import CreditSet
 from agentbench_rl.bench.truth import METRICS, percentile_interval, resample_counts, task_metrics
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.core.plugins import import_attribute
-from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
 from agentbench_rl.estimators.common import combine_codes, dose, effective_share
-from agentbench_rl.spec.assignments import parse_named
 
 #: The reference rows (labels, not estimators).
 CEILING = "ceiling (truth's noise)"
 PERFECT_BASELINE = "perfect baseline (G_t − V)"
-#: Seconds one estimator may take on one set, and bytes of memory, when it runs in a child.
-TIME_LIMIT_S = 30.0
-MEMORY_LIMIT_BYTES = 8 * 2**30
-STARTUP_S = 120.0  # a child's imports (numpy, pandas, the package) on a busy machine
 #: The rows the speed figure is timed on (``bench estimators``' synthetic rollout).
 SPEED_ROWS = 100_000
 PARTS = ("all", "singleton anchor rows", "failed trajectories", "first half", "second half")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """An estimator to score: its label, and either a registry spec or a function's spec."""
-
-    label: str
-    spec: EstimatorSpec | None = None  # a registry estimator (built-in or entry point)
-    function: str | None = None  # "python:module:function"
-
-    @classmethod
-    def parse(cls, text: str) -> Candidate:
-        """``name[:key=value,...]`` or ``python:module:function``; ``ValueError`` in one line.
-
-        Example:
-            >>> Candidate.parse("gigpo:anchor=state").spec.params
-            {'anchor': 'state'}
-        """
-        if text.startswith("python:"):
-            parts = text.split(":")
-            if len(parts) != 3 or not all(parts[1:]):
-                raise ValueError(f"estimator '{text}': expected python:module:function")
-            return cls(label=text, function=text)
-        name, params = parse_named(text)
-        return cls(label=text, spec=EstimatorSpec(name, params))
-
-    @property
-    def needs(self) -> frozenset[str]:
-        """The optional batch columns the estimator declares (a function declares none)."""
-        return self.spec.declaration.needs if self.spec is not None else frozenset()
-
-    def runs_here(self) -> bool:
-        """Whether it runs in this process: the package's own estimators do; other code runs
-        in a child under the limits."""
-        if self.spec is None:
-            return False
-        module = getattr(self.spec.declaration.function, "__module__", "")
-        return module.startswith("agentbench_rl.")
-
-
-class BadAdvantages(ValueError):
-    """What an estimator returned is not one finite advantage per row."""
-
-
-def advantages_of(candidate: Candidate, credit: CreditSet) -> np.ndarray:
-    """The candidate's advantages on the set's batch, checked: one finite float per row."""
-    batch = credit.batch
-    if candidate.spec is not None:
-        params = dict(candidate.spec.params)
-        if "gamma" in candidate.spec.declaration.params:
-            params.setdefault("gamma", credit.gamma)
-        result: Any = EstimatorSpec(candidate.spec.name, params).compute(batch)
-    else:
-        assert candidate.function is not None
-        _, module, attribute = candidate.function.split(":")
-        function = import_attribute(module, attribute, f"estimator '{candidate.function}'")
-        result = function(batch)
-    values = result.advantages if isinstance(result, EstimatorResult) else result
-    try:
-        values = np.asarray(values, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise BadAdvantages(f"returned {type(values).__name__}, not numbers") from None
-    if len(values) != len(batch):
-        raise BadAdvantages(f"returned {len(values)} advantages for {len(batch)} rows")
-    if not np.all(np.isfinite(values)):
-        bad = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise BadAdvantages(f"returned {values[bad]} at row {bad} (NaN or infinity)")
-    return values
-
-
-# ------------------------------------------------------------------------------ running code
-def _child(
-    candidate: Candidate, sets: Sequence[CreditSet], memory: int, answers: Any
-) -> None:  # pragma: no cover - runs in the child process
-    try:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    except (ImportError, ValueError, OSError):
-        pass
-    answers.put(("ready", None, None))  # the per-set clock starts after the child's imports
-    for credit in sets:
-        started = time.perf_counter()
-        try:
-            answers.put((credit.name, advantages_of(candidate, credit), None))
-        except MemoryError:
-            answers.put((credit.name, None, "ran out of memory"))
-        except BadAdvantages as problem:
-            answers.put((credit.name, None, str(problem)))
-        except Exception as problem:  # the user's code: any failure is one line
-            answers.put((credit.name, None, f"{type(problem).__name__}: {problem}"))
-        answers.put(("time", credit.name, time.perf_counter() - started))
-
-
-@dataclass
-class Estimates:
-    """One candidate on a list of sets: its advantages, seconds and problems by set name."""
-
-    values: dict[str, np.ndarray] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    problems: dict[str, str] = field(default_factory=dict)
-
-
-def estimate_all(
-    candidate: Candidate,
-    sets: Sequence[CreditSet],
-    time_limit: float = TIME_LIMIT_S,
-    memory: int = MEMORY_LIMIT_BYTES,
-) -> Estimates:
-    """The candidate's advantages on every set it can read (a set without hidden states is
-    left out for an estimator that needs them), each one's seconds, and one problem line per
-    set that failed. The package's estimators run here; other code in a child process under
-    ``time_limit`` (per set) and ``memory``."""
-    found = Estimates()
-    usable = [credit for credit in sets if "hidden" not in candidate.needs or credit.hidden]
-    for credit in sets:
-        if credit not in usable:
-            found.problems[credit.name] = "needs hidden states, which this set does not carry"
-    if candidate.runs_here():
-        for credit in usable:
-            started = time.perf_counter()
-            try:
-                found.values[credit.name] = advantages_of(candidate, credit)
-                found.seconds[credit.name] = time.perf_counter() - started
-            except ValueError as problem:
-                found.problems[credit.name] = str(problem)
-        return found
-    context = multiprocessing.get_context("spawn")
-    answers = context.Queue()
-    child = context.Process(target=_child, args=(candidate, usable, memory, answers), daemon=True)
-    child.start()
-    try:
-        answers.get(timeout=STARTUP_S)
-    except Exception:
-        child.kill()
-        found.problems.update(
-            {credit.name: f"its process did not start in {STARTUP_S:.0f} s" for credit in usable}
-        )
-        return found
-    for credit in usable:
-        try:
-            name, advantages, failure = answers.get(timeout=time_limit + 5.0)
-            _, _, seconds = answers.get(timeout=5.0)
-        except Exception:  # nothing came: past the limit, or the child died
-            found.problems[credit.name] = (
-                f"ran past the time limit of {time_limit:.0f} s"
-                if child.is_alive()
-                else f"the estimator's process ended (exit code {child.exitcode})"
-            )
-            break
-        if failure is not None:
-            found.problems[name] = failure
-        elif seconds > time_limit:
-            found.problems[name] = (
-                f"ran past the time limit of {time_limit:.0f} s ({seconds:.0f} s)"
-            )
-        else:
-            found.values[name], found.seconds[name] = advantages, seconds
-    child.kill()
-    child.join()
-    for credit in usable:  # what the child never reached
-        if credit.name not in found.values and credit.name not in found.problems:
-            found.problems[credit.name] = "not reached (an earlier set stopped the estimator)"
-    return found
 
 
 # ------------------------------------------------------------------------------ the scores
@@ -417,7 +244,9 @@ def speed(candidate: Candidate, rows: int = SPEED_ROWS) -> float | None:
     from agentbench_rl.bench.estimators import synthetic_hidden, synthetic_rollout
 
     rollout = synthetic_rollout(rows, seed=rows)
-    hidden = synthetic_hidden(rollout.latent, SPEED_HIDDEN_SIZE) if candidate.needs else None
+    # code run in a child is not loaded here to ask: it gets hidden states, read or not
+    wants = candidate.needs_hidden if candidate.runs_here() else True
+    hidden = synthetic_hidden(rollout.latent, SPEED_HIDDEN_SIZE) if wants else None
     batch = rollout.batch(hidden)
     probe = CreditSet(
         name=f"synthetic-{rows}",

@@ -118,18 +118,39 @@ class CreditSet:
         return noise / spread if spread > 0 else float("nan")
 
 
-def _arrays(credit: CreditSet) -> dict[str, np.ndarray]:
-    batch = credit.batch
+def batch_arrays(batch: StepBatch) -> dict[str, np.ndarray]:
+    """The batch's columns as a set stores them (text as fixed-width Unicode, hidden states as
+    float16), those it has: what :func:`batch_of` reads back; no truth."""
     arrays: dict[str, np.ndarray] = {}
-    for name in BATCH_COLUMNS:
-        values = getattr(batch, name)
+    for column in (*BATCH_COLUMNS, *OPTIONAL_BATCH_COLUMNS):
+        values = getattr(batch, column)
         if values is None:
-            raise CreditSetError(f"credit set {credit.name}: the batch has no '{name}' column")
-        arrays[name] = (
-            np.asarray([str(v) for v in values]) if name in _STRING_COLUMNS else np.asarray(values)
-        )
-    if batch.hidden is not None:
-        arrays["hidden"] = np.asarray(batch.hidden, dtype=np.float16)
+            continue
+        if column in _STRING_COLUMNS:
+            arrays[column] = np.asarray([str(v) for v in values])
+        else:
+            arrays[column] = np.asarray(values, dtype=np.float16 if column == "hidden" else None)
+    return arrays
+
+
+def batch_of(arrays: Any) -> StepBatch:
+    """The :class:`StepBatch` of stored columns (:func:`batch_arrays`' or a set's);
+    ``ValueError`` for a malformed one."""
+    columns = {
+        name: arrays[name].astype(object) if name in _STRING_COLUMNS else arrays[name]
+        for name in BATCH_COLUMNS
+        if name in arrays
+    }
+    if "hidden" in arrays:
+        columns["hidden"] = arrays["hidden"].astype(np.float32)
+    return StepBatch(**columns)
+
+
+def _arrays(credit: CreditSet) -> dict[str, np.ndarray]:
+    arrays = batch_arrays(credit.batch)
+    for column in BATCH_COLUMNS:
+        if column not in arrays:
+            raise CreditSetError(f"credit set {credit.name}: the batch has no '{column}' column")
     arrays["category"] = np.asarray([str(v) for v in credit.category])
     for name in TRUTH_COLUMNS:
         arrays[name] = np.asarray(getattr(credit, name), dtype=np.float64)
@@ -210,14 +231,8 @@ def read_set(folder: Path) -> CreditSet:
     gamma = settings.get("gamma")
     if not isinstance(gamma, int | float) or not 0.0 <= gamma <= 1.0:  # NaN fails too
         raise CreditSetError(f"{meta_path}: settings.gamma must be a number in [0, 1]")
-    columns = {
-        name: arrays[name].astype(object) if name in _STRING_COLUMNS else arrays[name]
-        for name in BATCH_COLUMNS
-    }
-    if "hidden" in arrays:
-        columns["hidden"] = arrays["hidden"].astype(np.float32)
     try:
-        batch = StepBatch(**columns)
+        batch = batch_of(arrays)
     except ValueError as problem:
         raise CreditSetError(f"{arrays_path}: {problem}") from None
     return CreditSet(
