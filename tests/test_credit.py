@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -591,3 +592,17 @@ def test_fidelity_against_learning_is_centred_within_each_problem(tmp_path: Path
     ]
     with pytest.raises(ValueError, match="no credit set of env 'webshop'"):
         campaign_points(tmp_path / "summary.json", "webshop", fidelity, set_envs)
+
+
+def test_no_shipped_file_holds_a_machine_path() -> None:
+    # issue 63: a shipped credit set recorded the paths of the machine that made it
+    package = Path(__file__).resolve().parent.parent / "agentbench_rl"
+    machine = re.compile(r"(?<![\w.~/-])/(?:work|tmp|root|home|Users|check|mnt|var|opt)/")
+    found = [
+        f"{path.relative_to(package)}: {hit.group(0)}"
+        for path in package.rglob("*")
+        if path.is_file() and path.suffix in {".json", ".md", ".yaml", ".txt", ".html", ".csv"}
+        for hit in [machine.search(path.read_text("utf-8", "replace"))]
+        if hit
+    ]
+    assert not found

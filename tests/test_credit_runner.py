@@ -167,7 +167,7 @@ def test_its_output_is_its_own_lines(
 ) -> None:
     found = run("chatty", credit)
     assert credit.name in found.values
-    assert found.output == ["?[31mmy own line?[0m", "error line"]  # no terminal escapes
+    assert found.output == ["\\x1b[31mmy own line\\x1b[0m", "error line"]  # escaped
     assert "my own line" not in capfd.readouterr().out
 
 

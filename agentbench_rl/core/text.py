@@ -7,6 +7,9 @@ set the window title, clear the screen or write the clipboard, and a newline can
 
 from __future__ import annotations
 
+import os
+import re
+
 
 def printable(text: str) -> str:
     """``text`` with every non-printable character (controls, line breaks, bidirectional
@@ -25,3 +28,26 @@ def printable(text: str) -> str:
         else (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
         for char in text
     )
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)*[\w.+@-]+")
+
+
+def without_machine_paths(text: str, root: str | None = None) -> str:
+    """``text`` with the absolute paths of the machine that wrote it made portable: one under
+    ``root`` (the working directory by default) relative to it, any other ``<local>/`` and its
+    last part, which a reader of another machine could not use anyway.
+
+    Example:
+        >>> without_machine_paths("--agent hf:/repo/x --env-option data_dir=/tmp/ws", "/repo")
+        '--agent hf:x --env-option data_dir=<local>/ws'
+    """
+    base = (root or os.getcwd()).rstrip("/") + "/"
+
+    def portable(found: re.Match[str]) -> str:
+        path = found.group(0)
+        if path.startswith(base):
+            return path[len(base) :]
+        return f"<local>/{path.rsplit('/', 1)[-1]}"
+
+    return _ABSOLUTE_PATH.sub(portable, text)

@@ -53,6 +53,7 @@ import numpy as np
 from agentbench_rl.bench.credit.sets import CreditSet, batch_arrays, batch_of
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.plugins import import_attribute
+from agentbench_rl.core.text import printable
 from agentbench_rl.estimators import NAMES, EstimatorResult, EstimatorSpec, available
 from agentbench_rl.spec.assignments import parse_named
 
@@ -320,7 +321,7 @@ def _collect(
             if header.get("set") != credit.name or not isinstance(rows, int):
                 raise ValueError("an answer names another set")
             if header.get("problem") is not None:
-                found.problems[credit.name] = _printable(str(header["problem"]))[:500]
+                found.problems[credit.name] = printable(str(header["problem"]))[:500]
                 continue
             if rows != len(credit.batch):
                 raise ValueError("an answer has another length than its set")
@@ -368,14 +369,10 @@ def _kill_group(child: subprocess.Popen[bytes]) -> None:
 
 
 def _shown_lines(path: Path) -> list[str]:
-    """The child's last lines, printable characters only (no terminal escapes)."""
+    """The child's last lines, control characters escaped (no terminal escapes)."""
     text = path.read_bytes()[-OUTPUT_LIMIT_BYTES:].decode("utf-8", "replace")
-    lines = [_printable(line)[:300] for line in text.split("\n")]
+    lines = [printable(line)[:300] for line in text.split("\n")]
     return [line for line in lines if line.strip()][-SHOWN_LINES:]
-
-
-def _printable(text: str) -> str:
-    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 # ------------------------------------------------------------------------------ the child
