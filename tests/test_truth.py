@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,7 @@ def test_a_journal_of_whole_steps_resumes(tmp_path: Path) -> None:
             traj: values[i * settings.continuations : (i + 1) * settings.continuations]
             for i, traj in enumerate(longer)
         }
+    header.pop("checksums")  # journals of whole steps are from before checksums
     written = [header, *steps.values()]
     journal.write_text("".join(json.dumps(line) + "\n" for line in written))
     again = run(settings, tmp_path, QUIET, parallel=2)
@@ -179,8 +181,11 @@ def test_each_piece_records_the_machine_that_played_it(tmp_path: Path) -> None:
     assert first["machines"][0]["continuations"] == total
     # the first two pieces from an older journal, the next from another CPU, the rest cut
     elsewhere = {"cpu": "some other CPU", "threads": 2}
-    old = [{k: v for k, v in piece.items() if k != "machine"} for piece in pieces[:2]]
-    kept = [header, *old, {**pieces[2], "machine": elsewhere}]
+    unsealed = ("machine", "sha256", "batch")  # from before machines and checksums were kept
+    old = [{k: v for k, v in piece.items() if k not in unsealed} for piece in pieces[:2]]
+    header.pop("checksums")
+    other = {k: v for k, v in pieces[2].items() if k not in unsealed[1:]}
+    kept = [header, *old, {**other, "machine": elsewhere}]
     journal.write_text("".join(json.dumps(line) + "\n" for line in kept))
     resumed = run(settings, tmp_path, QUIET, parallel=4)
     counts = [len(piece["returns"]) for piece in pieces]
@@ -404,3 +409,45 @@ def test_count_flags_are_bounded_before_any_work(args: list[str], flag: str) -> 
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
     assert f"Invalid value for '{flag}'" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (lambda piece, other: {**piece, "returns": [1e6] * len(piece["returns"])}, "checksum"),
+        (lambda piece, other: other, "a piece of another batch"),
+        (lambda piece, other: [piece["t"]], r"not a journal piece \(a list\)"),
+        (lambda piece, other: _resealed({k: v for k, v in piece.items() if k != "t"}), "KeyError"),
+        (lambda piece, other: _resealed({**piece, "returns": "1.0"}), "not a journal piece"),
+        (lambda piece, other: _resealed({**piece, "env_steps": -1}), "a negative count"),
+        (lambda piece, other: {k: v for k, v in piece.items() if k != "sha256"}, "checksum"),
+    ],
+)
+def test_a_damaged_spliced_or_foreign_piece_is_one_line(
+    tmp_path: Path, damage: Any, problem: str
+) -> None:
+    """Issue 63 point 4: each piece carries its batch's fingerprint and a checksum, so an edited
+    return, seed 1's pieces under seed 0's header or a damaged line is refused in one line
+    naming the file and the line, never scored as another truth."""
+    settings = TruthSettings(
+        env="sokoban", agent="random", tasks=1, group_size=2, continuations=2, max_steps=3
+    )
+    run(settings, tmp_path / "seed0", QUIET)
+    run(replace(settings, seed=1), tmp_path / "seed1", QUIET)
+    journal = tmp_path / "seed0" / JOURNAL
+    lines = journal.read_text().splitlines()
+    foreign = json.loads((tmp_path / "seed1" / JOURNAL).read_text().splitlines()[1])
+    lines[1] = json.dumps(damage(json.loads(lines[1]), foreign))
+    journal.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=problem) as refused:
+        run(settings, tmp_path / "seed0", QUIET)
+    assert str(refused.value).startswith(f"{journal} line 2: ") and "\n" not in str(refused.value)
+
+
+def _resealed(piece: dict[str, Any]) -> dict[str, Any]:
+    """A damaged piece with a valid checksum (what a careless tool would write)."""
+    import hashlib
+
+    body = {k: v for k, v in piece.items() if k != "sha256"}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    return {**body, "sha256": digest}

@@ -37,12 +37,16 @@ The continuations from step t are jobs (trajectory, k), in trajectory then k ord
 ``--parallel`` of them played at once are one piece, journaled when done
 (``continuations.jsonl`` in the output folder), so a killed run loses at most the piece it was
 playing, and resumes with the job after the last journaled one, whatever its own ``--parallel``.
+Each piece carries its batch's fingerprint and a checksum, so an edited return, a piece spliced
+from another seed's journal or a damaged line is refused in one line naming the file and the
+line (journals from before checksums, whose header does not promise them, still read).
 The numbers do not depend on ``--parallel``: every episode's draws are fixed by its seeds (an
 ``hf:`` policy's scores to float rounding, which its batch's grouping can move).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -614,7 +618,12 @@ def _duration(seconds: float | None) -> str:
 def _recorded(line: dict[str, Any]) -> TruthSettings | None:
     """The settings a journal's first line holds (a field added since takes its default), or
     ``None`` for a line that holds none."""
-    if "settings" not in line or not set(line) <= {"settings", "agent_weights", "batch"}:
+    if "settings" not in line or not set(line) <= {
+        "settings",
+        "agent_weights",
+        "batch",
+        "checksums",
+    }:
         return None
     try:
         return TruthSettings(**line["settings"])
@@ -638,8 +647,12 @@ def _read_journal(
         with path.open("r+b") as handle:
             handle.truncate(complete)
     pieces: dict[int, list[Piece]] = {}
+    sealed = False  # whether the header promises a checksum on every piece
     for number, line in json_lines(text, str(path)):
         if number == 1:
+            if not isinstance(line, dict):
+                raise ValueError(f"{path} line 1: not a journal header; delete the file")
+            sealed = line.get("checksums") is True
             if _recorded(line) != settings:
                 raise ValueError(
                     f"{path} holds continuations of other settings ({line}); "
@@ -657,32 +670,69 @@ def _read_journal(
                     "trajectories at these seeds); use another --out or delete it"
                 )
             continue
-        t = int(line["t"])
-        returns = line["returns"]
+        piece = _piece_of(line, f"{path} line {number}", batch, sealed, settings)
+        done = sum(len(earlier.returns) for earlier in pieces.get(piece.t, []))
+        if piece.first_job != done:
+            raise ValueError(
+                f"{path} line {number}: continuations from step {piece.t} start at job "
+                f"{piece.first_job}, but {done} are journaled before it; delete the file to "
+                "start over"
+            )
+        pieces.setdefault(piece.t, []).append(piece)
+    return pieces
+
+
+def _checksum(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _piece_line(piece: Piece, batch: PlayedBatch) -> str:
+    """A piece as journaled: its fields, its batch's fingerprint and a checksum of both."""
+    body = {**asdict(piece), "batch": batch.fingerprint()}
+    return json.dumps({**body, "sha256": _checksum(body)})
+
+
+def _piece_of(
+    line: Any, where: str, batch: PlayedBatch, sealed: bool, settings: TruthSettings
+) -> Piece:
+    """A journaled piece, checked (``where`` names the file and line in the one-line error):
+    its checksum and batch where it carries them (every piece of a sealed journal must); its
+    fields of their kinds. A line of a whole step t (journals from before pieces) is its one
+    piece."""
+    if not isinstance(line, dict):
+        raise ValueError(f"{where}: not a journal piece (a {type(line).__name__})")
+    body = {key: value for key, value in line.items() if key != "sha256"}
+    if "sha256" in line or sealed:
+        if line.get("sha256") != _checksum(body):
+            raise ValueError(f"{where}: the piece's checksum does not match (edited or damaged)")
+        if body.get("batch") != batch.fingerprint():
+            raise ValueError(f"{where}: a piece of another batch (spliced from another journal)")
+    try:
+        t, returns = int(line["t"]), line["returns"]
         if isinstance(returns, dict):  # a whole step t
             returns = [
                 returns[trajectory.traj][k]
                 for trajectory, k in continuation_jobs(settings, batch, t)
             ]
-        done = sum(len(piece.returns) for piece in pieces.get(t, []))
-        first_job = int(line.get("first_job", 0))
-        if first_job != done:
-            raise ValueError(
-                f"{path} line {number}: continuations from step {t} start at job {first_job}, "
-                f"but {done} are journaled before it; delete the file to start over"
-            )
-        pieces.setdefault(t, []).append(
-            Piece(
-                t,
-                first_job,
-                returns,
-                int(line["env_steps"]),
-                line.get("seconds"),
-                line.get("cpu_seconds"),
-                line.get("machine"),
-            )
+        returns = [float(value) for value in returns]
+        piece = Piece(
+            t,
+            int(line.get("first_job", 0)),
+            returns,
+            int(line["env_steps"]),
+            line.get("seconds"),
+            line.get("cpu_seconds"),
+            line.get("machine"),
         )
-    return pieces
+    except (KeyError, TypeError, ValueError, IndexError) as problem:
+        raise ValueError(
+            f"{where}: not a journal piece ({type(problem).__name__}: {problem})"
+        ) from None
+    if not all(math.isfinite(value) for value in returns) or t < 0 or piece.env_steps < 0:
+        raise ValueError(f"{where}: not a journal piece (a return not finite, or a negative count)")
+    if piece.first_job + len(returns) > len(continuation_jobs(settings, batch, t)):
+        raise ValueError(f"{where}: not a journal piece (more returns than step {t} has jobs)")
+    return piece
 
 
 def _returns_by_trajectory(jobs: Sequence[Job], pieces: Sequence[Piece]) -> dict[str, list[float]]:
@@ -728,6 +778,7 @@ def run(
                 "settings": asdict(settings),
                 "agent_weights": weights,
                 "batch": batch.fingerprint(),
+                "checksums": True,
             }
             journal.write(json.dumps(header) + "\n")
         task = bar.add_task(
@@ -751,7 +802,7 @@ def run(
                     here,
                 )
                 pieces.setdefault(t, []).append(piece)
-                journal.write(json.dumps(asdict(piece)) + "\n")
+                journal.write(_piece_line(piece, batch) + "\n")
                 journal.flush()
                 os.fsync(journal.fileno())
                 bar.advance(task, len(piece_jobs))
