@@ -288,3 +288,29 @@ def test_printable_escapes_every_control_and_keeps_text() -> None:
     assert printable("plain text, ünïcödé") == "plain text, ünïcödé"
     shown = printable("a\x1b[31mb\r\nc\u202ed\x7f")
     assert shown.isprintable() and shown == "a\\x1b[31mb\\x0d\\x0ac\\u202ed\\x7f"
+
+
+def drip_for_a_minute(connection: socket.socket, request_line: str) -> None:
+    """Headers at once, then one byte every 0.5 s for 60 s (the issue-63 server)."""
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+    for _ in range(120):
+        connection.sendall(b" ")
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(120)
+def test_the_whole_eval_process_ends_at_the_agents_deadline(tmp_path: Path) -> None:
+    """The deadline ends the exchange, not only the message: ``eval`` printed "no complete
+    answer within 5 s" but exited only when the dripping server stopped, at 63.6 s."""
+    with hostile_server(models_then(drip_for_a_minute)) as url:
+        began = time.monotonic()
+        done = subprocess.run(
+            [*CLI_EVAL, f"openai:{url}#m?timeout=5&retries=0", "--env", "sokoban"]
+            + ["--limit", "1", "--out", str(tmp_path / "out")],
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+        took = time.monotonic() - began
+    assert done.returncode == 2 and "no complete answer within 5 s" in done.stderr
+    assert took < 5 + 25  # the deadline and the interpreter's start on a busy machine, not 60 s

@@ -6,10 +6,18 @@ Runs in the openenv extra's environment (``.ci/openenv``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import socket
+import socketserver
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +138,83 @@ def test_hostile_input_is_one_line_and_the_server_goes_on() -> None:
             assert status == 200
         finally:
             del os.environ["AGENTBENCH_SERVER_TOKEN"]
+
+
+@contextmanager
+def raw_server(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """A server on 127.0.0.1 that reads a request's head and hands the socket to ``answer``."""
+
+    class Handler(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            stream = self.request.makefile("rb")
+            while stream.readline() not in (b"\r\n", b""):
+                pass
+            with contextlib.suppress(OSError):
+                answer(self.request)
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"ors+http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def garbage(connection: socket.socket) -> None:
+    body = b"event: end\ndata: {not json\n\n"
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {len(body)}"
+    connection.sendall(head.encode() + b"\r\n\r\n" + body)
+
+
+def endless(connection: socket.socket) -> None:
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+    for _ in range(600):
+        connection.sendall(b": still here\n\n")
+        time.sleep(0.2)
+
+
+def dying(connection: socket.socket) -> None:
+    connection.close()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        (garbage, "answered what is not the Open Reward Standard"),
+        (endless, "gave no complete answer within 2 s"),
+        (dying, "within 2 s|stopped answering"),
+    ],
+    ids=["garbage", "endless", "dying"],
+)
+def test_a_bad_ors_server_is_one_line_naming_it_within_the_deadline(
+    answer: Callable[[socket.socket], None], problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 63 point 5: garbage events, an endless or cut stream and a dying server were 80-106
+    line tracebacks or hangs past 200 s; each is one line naming the server, by the deadline."""
+    from agentbench_rl.envs import env_class, remote
+
+    monkeypatch.setattr(remote, "ORS_DEADLINE_S", 2.0)
+    with raw_server(answer) as url:
+        began = time.monotonic()
+        with pytest.raises(remote.ServerGone, match=problem) as failed:
+            remote.remote_env(env_class("sokoban"), url, "test")
+        assert time.monotonic() - began < 10
+    assert url in str(failed.value) and "\n" not in str(failed.value)
+
+
+def test_a_refused_token_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agentbench_rl.envs import env_class, remote
+
+    with running_ors_server(TEST, token="the-token") as url:
+        for sent in (None, "a-wrong-token"):
+            if sent is None:
+                monkeypatch.delenv(remote.TOKEN_VARIABLE, raising=False)
+            else:
+                monkeypatch.setenv(remote.TOKEN_VARIABLE, sent)
+            with pytest.raises(
+                remote.TokenRefused, match=re.escape(f"the env server {url} refused the")
+            ):
+                remote.remote_env(env_class("sokoban"), url, "test")

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 from gymnasium import spaces
 
+from agentbench_rl.core.text import printable
 from agentbench_rl.envs.base import EpisodeEndedError, TextAgentEnv, text_space
 from agentbench_rl.extras import install_hint
 
@@ -52,10 +53,15 @@ TOKEN_VARIABLE = "AGENTBENCH_SERVER_TOKEN"
 
 
 class ServerGone(ConnectionError):
-    """A server that answered before stopped answering (it died, or the network did)."""
+    """A server that stopped answering, or answers what its protocol does not (it died, the
+    network did, or what listens there is not the server asked for)."""
 
 
 T = TypeVar("T")
+
+
+class TokenRefused(PermissionError):
+    """The server refused the client's token: one line saying which variable to set."""
 
 
 def encode_observation(observation: Any) -> dict[str, Any]:
@@ -398,6 +404,8 @@ def step_all(
 
 
 ORS_SCHEME = "ors+"
+#: The longest one call to an ORS server may take, a session's creation included.
+ORS_DEADLINE_S = 60.0
 MISSING_ORS = f"a server of the Open Reward Standard needs ors-sdk: {install_hint('openenv')}"
 
 
@@ -428,7 +436,7 @@ class ORSRemoteEnv(RemoteEnv):
         }
         token = os.environ.get(TOKEN_VARIABLE)
         # the client is kept: it closes its HTTP sessions when it is collected
-        self._ors, self._handle = _EventLoop.run(
+        self._ors, self._handle = self._call(
             _ors_environment(AsyncORS, self._base, token, self.env_name)
         )
         self._session: Any = None
@@ -440,23 +448,15 @@ class ORSRemoteEnv(RemoteEnv):
             )
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """A client call on the shared loop; the server's refusals raised again as their type,
-        a server that stopped answering as :class:`ServerGone`."""
+        """A client call on the shared loop within :data:`ORS_DEADLINE_S` (an endless, cut or
+        dripping event stream ends there; the SDK's own retries happen inside it); the server's
+        refusals raised again as their type, every other failure one line naming the server
+        (:func:`_ors_failure`)."""
+        deadline = ORS_DEADLINE_S
         try:
-            return _EventLoop.run(coroutine)
-        except Exception as error:  # aiohttp's and the SDK's errors share no base
-            message = str(error)
-            refusal = re.search(
-                rf"({'|'.join(PASSED_ERRORS)}): (.*?)(?:\"}}|['\"], url=|$)", message
-            )
-            if refusal is not None:  # the server env's refusal, inside the SDK's error text
-                text = refusal.group(2).replace("\\'", "'").replace('\\"', '"')
-                raise PASSED_ERRORS[refusal.group(1)](text) from None
-            if isinstance(error, OSError | asyncio.TimeoutError) or "Cannot connect" in message:
-                raise ServerGone(
-                    f"the env server {self.server} stopped answering ({message})"
-                ) from None
-            raise
+            return _EventLoop.run(asyncio.wait_for(coroutine, deadline))
+        except Exception as error:  # aiohttp's, the SDK's and a garbled answer's share no base
+            raise _ors_failure(error, self.server, deadline) from None
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -508,7 +508,50 @@ class ORSRemoteEnv(RemoteEnv):
         if self._session is not None:
             session, self._session = self._session, None
             with contextlib.suppress(Exception):  # a server gone already: nothing to close
-                _EventLoop.run(session.__aexit__(None, None, None))
+                _EventLoop.run(asyncio.wait_for(session.__aexit__(None, None, None), 10.0))
+
+
+def _ors_failure(error: BaseException, server: str, deadline: float) -> Exception:
+    """One exception, one line, for anything an ORS call raised: the server env's own refusal
+    (inside the SDK's error text) as its type; a token the server refused as
+    :class:`TokenRefused`; a timeout, a dead connection or an answer that is not the standard's
+    as :class:`ServerGone`, naming ``server``."""
+    if type(error) in PASSED_ERRORS.values():  # raised here already (a refusal in an answer)
+        return error  # type: ignore[return-value]
+    message = str(error)
+    refusal = re.search(rf"({'|'.join(PASSED_ERRORS)}): (.*?)(?:\"}}|['\"], url=|$)", message)
+    if refusal is not None:
+        text = refusal.group(2).replace("\\'", "'").replace('\\"', '"')
+        return PASSED_ERRORS[refusal.group(1)](text)
+    status = getattr(error, "status", None)
+    if type(error).__name__ == "AuthenticationError" or status in (401, 403):
+        return TokenRefused(
+            f"the env server {server} refused the token (HTTP {status or 401}): set "
+            f"{TOKEN_VARIABLE} to the token it was started with"
+        )
+    if isinstance(error, asyncio.TimeoutError | TimeoutError):
+        return ServerGone(f"the env server {server} gave no complete answer within {deadline:g} s")
+    first = printable(message.strip().split("\n")[0])[:200] or type(error).__name__
+    if isinstance(error, OSError) or type(error).__name__ in _CONNECTION_FAILURES:
+        return ServerGone(f"the env server {server} stopped answering ({first})")
+    return ServerGone(
+        f"the env server {server} answered what is not the Open Reward Standard "
+        f"({type(error).__name__}: {first})"
+    )
+
+
+#: The SDK's and aiohttp's names for a connection that failed (their classes import lazily).
+_CONNECTION_FAILURES = frozenset(
+    {
+        "ClientConnectorError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+        "MaxRetriesError",
+        "HeartbeatTimeoutError",
+        "ClientPayloadError",
+        "ClientConnectionError",
+    }
+)
 
 
 def _answered(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -575,6 +618,7 @@ __all__ = [
     "ORSRemoteEnv",
     "RemoteEnv",
     "ServerGone",
+    "TokenRefused",
     "decode_step",
     "encode_step",
     "remote_env",
