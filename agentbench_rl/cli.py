@@ -319,7 +319,7 @@ def serve_env_command(
     if protocol not in ("openenv", "ors"):
         raise ValueError(f"--protocol {protocol!r} (choose from openenv, ors)")
     require(protocol, "serve-env")
-    from agentbench_rl.integrations.guard import server_token
+    from agentbench_rl.integrations.guard import check_session_limits, server_token
 
     spec = EnvSpec(
         name=env,
@@ -328,6 +328,7 @@ def serve_env_command(
         max_steps=max_steps,
     )
     secret = server_token(token)
+    check_session_limits(max_sessions, max_detached_sessions)
 
     def ready(url: str) -> None:
         if secret is None and not is_loopback(host):

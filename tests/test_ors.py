@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("ORS_LOG_LEVEL", "WARNING")  # the SDK logs every request at info level
+# the SDK logs every request at info level; serve-env silences it (integrations/ors.py)
+os.environ.setdefault("ORS_LOG_LEVEL", "CRITICAL")
 pytestmark = pytest.mark.openenv
 pytest.importorskip("ors", reason="needs ors-sdk (the openenv extra; .ci/openenv)")
 
@@ -44,6 +45,15 @@ def post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[
             return answer.status, json.loads(answer.read() or b"null")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"null")
+
+
+def issued_id(base: str, headers: dict[str, str]) -> str:
+    """A session id the server issues (``/create_session``'s event stream)."""
+    request = urllib.request.Request(f"{base}/create_session", data=b"", headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        found = re.search(r"data: ?([0-9a-f-]{36})", answer.read().decode())
+    assert found is not None
+    return found.group(1)
 
 
 @pytest.mark.parametrize(
@@ -129,12 +139,13 @@ def test_hostile_input_is_one_line_and_the_server_goes_on() -> None:
             other.close()
             # a raw client whose setup failed and who never deletes holds its slot
             create = b'{"env_name": "sokoban", "task_spec": {"task_id": "test-9999"}}'
-            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": "a"})
+            a, b = issued_id(base, key), issued_id(base, key)
+            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": a})
             assert status == 200
-            status, answer = post(f"{base}/create", create, {**key, "X-Session-ID": "b"})
+            status, answer = post(f"{base}/create", create, {**key, "X-Session-ID": b})
             assert status == 503 and answer["detail"].startswith("the server holds 1 sessions")
-            post(f"{base}/delete", b"", {**key, "X-Session-ID": "a"})
-            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": "b"})
+            post(f"{base}/delete", b"", {**key, "X-Session-ID": a})
+            status, _ = post(f"{base}/create", create, {**key, "X-Session-ID": b})
             assert status == 200
         finally:
             del os.environ["AGENTBENCH_SERVER_TOKEN"]
@@ -218,3 +229,94 @@ def test_a_refused_token_is_named_as_such(monkeypatch: pytest.MonkeyPatch) -> No
                 remote.TokenRefused, match=re.escape(f"the env server {url} refused the")
             ):
                 remote.remote_env(env_class("sokoban"), url, "test")
+
+
+def test_a_dripping_head_is_cut_at_the_deadline() -> None:
+    """Issue 63 point 6: request headers could drip forever (the body's deadline starts after
+    them); the whole head must arrive within the body timeout too."""
+    with running_ors_server(TEST, body_timeout=1.0) as url:
+        host, port = url.removeprefix("ors+http://").split(":")
+        began = time.monotonic()
+        with socket.create_connection((host, int(port)), timeout=30) as connection:
+            connection.sendall(b"GET /sokoban/splits HTTP/1.1\r\nHost: x\r\n")
+            with contextlib.suppress(OSError):
+                for _ in range(40):  # a header line every 0.25 s, never the blank line
+                    connection.sendall(b"X-Drip: 1\r\n")
+                    time.sleep(0.25)
+                    if connection.recv(1, socket.MSG_DONTWAIT | socket.MSG_PEEK) == b"":
+                        break
+        assert time.monotonic() - began < 5  # closed at ~1 s, not after the 10 s drip
+
+
+def test_session_ids_are_the_servers_and_a_ping_keeps_no_session() -> None:
+    with running_ors_server(TEST) as url:
+        base = url.removeprefix("ors+")
+        create = json.dumps({"env_name": "sokoban", "task_spec": {"task_id": "test-0000"}})
+        status, answer = post(
+            f"{base}/create",
+            create.encode(),
+            {"X-Session-ID": "chosen-by-me", "Content-Type": "application/json"},
+        )
+        assert status == 403 and "this server issues session ids" in answer["detail"]
+        client = ORS(base_url=base)
+        env = client.environment("sokoban")
+        with env.session(split="test", index=0) as session:  # the SDK asks for an id first
+            session.call_tool("expert")
+        client.close()
+
+
+def test_serve_env_refuses_an_empty_token_and_inconsistent_limits() -> None:
+    import subprocess
+    import sys
+
+    for flags, problem in (
+        (["--token", ""], "--token '' is empty"),
+        (["--max-sessions", "4", "--max-detached-sessions", "100"], "is over --max-sessions 4"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "agentbench_rl.cli", "serve-env", "--protocol", "ors", *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2 and problem in done.stderr, done.stderr
+
+
+def test_a_bad_session_is_one_line_in_the_servers_log(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each bad ``/create`` wrote ~100 log lines and 3 tracebacks (the SDK's): one line now."""
+    with running_ors_server(TEST) as url:
+        base = url.removeprefix("ors+")
+        headers = {"Content-Type": "application/json"}
+        sid = issued_id(base, headers)
+        create = b'{"env_name": "sokoban", "task_spec": {"task_id": "test-9999"}}'
+        post(f"{base}/create", create, {**headers, "X-Session-ID": sid})
+        post(f"{base}/sokoban/prompt", b"", {**headers, "X-Session-ID": sid})
+        time.sleep(0.5)
+    output = capfd.readouterr()
+    assert "Traceback" not in output.err + output.out and "setup_failed" not in output.err
+    assert [record.getMessage() for record in caplog.records] == [
+        "session refused: sokoban: 'test-9999' is not a task id of split 'test'"
+    ]
+
+
+def test_a_ping_does_not_keep_an_idle_session() -> None:
+    import asyncio
+
+    from agentbench_rl.integrations.ors import SessionGate, ors_environment_class
+
+    last_seen: dict[str, float] = {"s": 5.0}
+    gate = SessionGate(ors_environment_class(TEST), {"s": None}, last_seen)
+    scope = {"path": "/sokoban/call", "method": "POST", "headers": [(b"x-session-id", b"s")]}
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    gate.remember(scope, b"", send)  # a request that plays
+    played = gate.played["s"]
+    ping = gate.remember({**scope, "path": "/ping"}, b"", send)
+    last_seen["s"] = played + 100.0  # what the SDK's ping handler does
+    asyncio.run(ping({"type": "http.response.body", "body": b"{}"}))
+    assert last_seen["s"] == played and len(sent) == 1

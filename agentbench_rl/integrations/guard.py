@@ -9,7 +9,10 @@ Standard's): ASGI middleware, so each protocol's own app stays as its SDK builds
 - a WebSocket message that is JSON but not an object gets an error answer and the session goes
   on;
 - a protocol hook (``sessions``) may refuse a request that would open a session past its limit,
-  and watch the answers to those it lets in.
+  and watch the answers to those it lets in;
+- each request's head (its line and headers) whole within ``body_timeout`` seconds too, which
+  uvicorn does not bound (:func:`head_deadline_protocol`; a client dripping its headers held a
+  connection forever).
 
 Everything it refuses is one line to the client and nothing in the server's log.
 """
@@ -30,8 +33,80 @@ from agentbench_rl.envs.remote import TOKEN_VARIABLE
 
 def server_token(given: str | None = None) -> str | None:
     """The token a server requires: ``given`` (``--token``), else ``AGENTBENCH_SERVER_TOKEN``,
-    else none."""
+    else none; ``ValueError`` for an empty ``--token`` (which would silently mean none).
+
+    Example:
+        >>> server_token("")
+        Traceback (most recent call last):
+        ...
+        ValueError: --token '' is empty: omit --token to serve without one
+    """
+    if given is not None and not given.strip():
+        raise ValueError(f"--token {given!r} is empty: omit --token to serve without one")
     return given or os.environ.get(TOKEN_VARIABLE) or None
+
+
+def check_session_limits(max_sessions: int, max_detached_sessions: int) -> None:
+    """``ValueError`` for detached sessions beyond the sessions they are counted in.
+
+    Example:
+        >>> check_session_limits(4, 100)
+        Traceback (most recent call last):
+        ...
+        ValueError: --max-detached-sessions 100 is over --max-sessions 4, of which they are a part
+    """
+    if max_detached_sessions > max_sessions:
+        raise ValueError(
+            f"--max-detached-sessions {max_detached_sessions} is over --max-sessions "
+            f"{max_sessions}, of which they are a part"
+        )
+
+
+def head_deadline_protocol(seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline on each request's head: a connection
+    whose request line and headers have not all arrived ``seconds`` after it opened, or after its
+    previous answer, is closed. uvicorn bounds the time between requests only once a first
+    answer went out, and the body's deadline (:class:`Guard`) starts after the head."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadDeadline(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._head_timer = self.loop.call_later(seconds, self._expire)
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _expire(self) -> None:
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # a whole head arrived: the body's own deadline takes over
+
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._disarm()
+            super().handle_websocket_upgrade(event)
+
+        def on_response_complete(self) -> None:
+            self._arm()  # before the next pipelined request is read (it disarms again)
+            super().on_response_complete()
+
+    return HeadDeadline
 
 
 class SessionHook(Protocol):

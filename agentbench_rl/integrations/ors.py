@@ -18,10 +18,11 @@ module gives it the env, as an ``ors.Environment``:
   validity), so a client can play the episode exactly as a local one (``eval --env-server
   ors+http://...``). ``expert`` answers the env's expert move (for reference agents);
 - **limits**: at most ``max_sessions`` sessions at once (a session past that is refused at
-  ``/create`` with a 503 and one line); the token, bounded and timed bodies of
-  :mod:`agentbench_rl.integrations.guard`; a step after the end is the tool's answer
-  (``refused`` in its metadata), a bad task the setup's one-line error, never the server's
-  end.
+  ``/create`` with a 503 and one line); session ids issued by the server only, and a ping that
+  does not keep an idle session (:class:`SessionGate`); the token, bounded and timed heads and
+  bodies of :mod:`agentbench_rl.integrations.guard`; a step after the end is the tool's answer
+  (``refused`` in its metadata), a bad task the setup's one-line error and one line in the
+  server's log, never the server's end.
 """
 
 from __future__ import annotations
@@ -29,31 +30,39 @@ from __future__ import annotations
 import base64
 import contextlib
 import io
+import logging
 import os
+import re
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-# The SDK logs every request at info level (read when it is imported): a server of ours logs
-# warnings and errors only, as its OpenEnv server does.
-os.environ.setdefault("ORS_LOG_LEVEL", "WARNING")
+# The SDK logs every request at info level, and each failed setup as three errors with their
+# tracebacks (read when it is imported): a server of ours logs one line per refused session
+# itself (ServedTask.setup), as its OpenEnv server does.
+os.environ.setdefault("ORS_LOG_LEVEL", "CRITICAL")
 
 from ors import Environment, Server, TextBlock, ToolOutput, tool
 from ors.types import ImageBlock, Split
 from pydantic import BaseModel, Field
-from starlette.types import Scope, Send
+from starlette.types import Message, Scope, Send
 
 from agentbench_rl.core.net import free_port, listening_socket
+from agentbench_rl.core.text import printable
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.integrations.guard import Guard
+from agentbench_rl.integrations.guard import Guard, head_deadline_protocol
 
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 DEFAULT_BODY_TIMEOUT_S = 10.0
 MAX_ACTION_CHARS = 4096
+#: One line per refused session (the SDK's own logs are silenced above).
+LOG = logging.getLogger("agentbench_rl.serve")
 #: ORS's split types, by our split names (anything else is a validation split).
 SPLIT_TYPES = {"train": "train", "test": "test"}
 
@@ -110,7 +119,14 @@ class ServedTask(Environment):
 
     def setup(self) -> None:
         """Make the env and reset it on the task (``ValueError`` in one line for a bad task
-        spec, an unknown task or a full server)."""
+        spec, an unknown task or a full server, and that line in the server's log)."""
+        try:
+            self._setup()
+        except Exception as problem:
+            LOG.warning("session refused: %s", printable(str(problem))[:300])
+            raise
+
+    def _setup(self) -> None:
         spec = self.task_spec
         unknown = sorted(set(spec) - {"task_id", "split", "seed"})
         if unknown or not isinstance(spec.get("task_id"), str):
@@ -228,26 +244,86 @@ def ors_environment_class(spec: EnvSpec, max_sessions: int = DEFAULT_MAX_SESSION
     return type(spec.name.title().replace("_", ""), (ServedTask,), attributes)
 
 
-class CreateLimit:
-    """The guard's hook: ``/create`` past ``max_sessions`` is a 503 with one line, before the
-    SDK makes a session that would fail its setup. The count is the SDK's own session table,
-    so a session whose setup failed holds its slot until its client deletes it (ours do at
-    once) or the SDK's reaper does (15 minutes without a ping): no client holds more."""
+class SessionGate:
+    """The guard's hook on the SDK's sessions:
 
-    def __init__(self, environment: type[ServedTask], held: Callable[[], int]) -> None:
-        self.environment = environment
-        self.held = held
+    - ``/create`` past ``max_sessions`` is a 503 with one line, before the SDK makes a session
+      that would fail its setup (the count is the SDK's own session table, so a session whose
+      setup failed holds its slot until its client deletes it, as ours do at once);
+    - session ids are the server's: ``/create`` is refused (403) under an ``X-Session-ID`` this
+      server did not issue from ``/create_session`` (the SDK's and openreward's clients ask for
+      one first), or issued once already, so no client names, and so plays or closes, a
+      session another made; the last :data:`ISSUED_IDS` ids issued are kept;
+    - a ``/ping`` does not keep a session: the SDK's reaper deletes a session 15 minutes after
+      its last request, and a ping no longer counts as one (four pinged, idle sessions locked
+      a server of four), only requests that play.
+    """
+
+    def __init__(
+        self, environment: type[ServedTask], sessions: dict[str, Any], last_seen: dict[str, float]
+    ) -> None:
+        self.environment, self.sessions, self.last_seen = environment, sessions, last_seen
+        self.issued: OrderedDict[str, None] = OrderedDict()
+        self.played: dict[str, float] = {}
 
     def refusal(self, scope: Scope, body: bytes) -> dict[str, Any] | None:
         if scope["path"] != "/create" or scope["method"] != "POST":
             return None
         limit = self.environment.max_sessions
-        if max(self.held(), len(self.environment.live)) < limit:
-            return None
-        return {"status": 503, "detail": f"the server holds {limit} sessions: close one first"}
+        if max(len(self.sessions), len(self.environment.live)) >= limit:
+            return {"status": 503, "detail": f"the server holds {limit} sessions: close one first"}
+        sid = _session_id(scope)
+        if sid is None or sid not in self.issued:
+            return {
+                "status": 403,
+                "detail": "this server issues session ids (POST /create_session): "
+                f"X-Session-ID {printable(sid or '')[:64]!r} is not one it issued",
+            }
+        del self.issued[sid]
+        return None
 
     def remember(self, scope: Scope, body: bytes, send: Send) -> Send:
+        sid, path = _session_id(scope), scope["path"]
+        if path == "/create_session":
+            return self._issuing(send)
+        if path == "/ping" and sid:
+            return self._not_kept_by(sid, send)
+        if sid:
+            self.played[sid] = time.monotonic()
+            if len(self.played) > 4 * ISSUED_IDS:  # forget the sessions gone
+                self.played = {k: v for k, v in self.played.items() if k in self.sessions}
         return send
+
+    def _issuing(self, send: Send) -> Send:
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.body":
+                for sid in re.findall(rb"data: ?([0-9a-f-]{36})", message.get("body", b"")):
+                    self.issued[sid.decode()] = None
+                    while len(self.issued) > ISSUED_IDS:
+                        self.issued.popitem(last=False)
+            await send(message)
+
+        return watched
+
+    def _not_kept_by(self, sid: str, send: Send) -> Send:
+        async def watched(message: Message) -> None:
+            await send(message)
+            answered = message["type"] == "http.response.body" and not message.get("more_body")
+            if answered and sid in self.last_seen:  # the SDK set it to now: back to the last play
+                self.last_seen[sid] = self.played.get(sid, self.last_seen[sid])
+
+        return watched
+
+
+#: The session ids issued by ``/create_session`` and not yet used, kept at most.
+ISSUED_IDS = 1024
+
+
+def _session_id(scope: Scope) -> str | None:
+    for name, value in scope.get("headers") or []:
+        if name == b"x-session-id":
+            return str(value.decode("latin-1").strip())
+    return None
 
 
 def create_ors_app(
@@ -269,13 +345,10 @@ def create_ors_app(
     spec.make().close()
     environment = ors_environment_class(spec, max_sessions)
     server = Server([environment], return_errors="exception")
-    # ors-sdk 0.1 keeps its sessions in this table (pinned <0.2 in the openenv extra)
-    sessions: dict[str, Any] = server._active_envs
-
-    def held() -> int:
-        return len(sessions)
-
-    return Guard(server.app, max_message_bytes, body_timeout, token, CreateLimit(environment, held))
+    # ors-sdk 0.1 keeps its sessions and their last requests in these tables (pinned <0.2 in
+    # the openenv extra)
+    gate = SessionGate(environment, server._active_envs, server._last_ping)
+    return Guard(server.app, max_message_bytes, body_timeout, token, gate)
 
 
 def _uvicorn_server(
@@ -283,8 +356,9 @@ def _uvicorn_server(
 ) -> Any:
     import uvicorn
 
+    head = head_deadline_protocol(limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S))
     config = uvicorn.Config(
-        create_ors_app(spec, **limits), host=host, port=port, log_level=log_level
+        create_ors_app(spec, **limits), host=host, port=port, log_level=log_level, http=head
     )
     return uvicorn.Server(config)
 

@@ -45,7 +45,7 @@ from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.integrations.guard import Guard
+from agentbench_rl.integrations.guard import Guard, check_session_limits, head_deadline_protocol
 
 DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 64
@@ -299,6 +299,7 @@ def create_server_app(
             raise ValueError(f"{name} must be > 0 seconds, got {seconds!r}")
     if token is not None and not token:
         raise ValueError("token must not be empty")
+    check_session_limits(max_sessions, max_detached_sessions)
     spec.make().close()
     from fastapi import FastAPI
 
@@ -366,7 +367,10 @@ def _uvicorn_server(
 
     app = create_server_app(spec, **limits)
     size = limits.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
-    config = uvicorn.Config(app, host=host, port=port, ws_max_size=size, log_level=log_level)
+    head = head_deadline_protocol(limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S))
+    config = uvicorn.Config(
+        app, host=host, port=port, ws_max_size=size, log_level=log_level, http=head
+    )
     return uvicorn.Server(config)
 
 
