@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import re
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -1177,17 +1178,12 @@ def leaderboard_submit(
     from agentbench_rl.bench.credit.board import CARD, submit_estimator
     from agentbench_rl.leaderboard.store import submit
 
-    if (folder / CARD).is_file():
-        filed_estimator = submit_estimator(folder, root)
-        console.print(
-            escape(f"filed as {filed_estimator}/; run agentbench-rl leaderboard render"),
-            highlight=False,
-        )
-        return
-
-    filed = submit(folder, root)
+    render = "agentbench-rl leaderboard render" + (
+        "" if root == _LEADERBOARD_ROOT else f" --root {shlex.quote(str(root))}"
+    )
+    filed = submit_estimator(folder, root) if (folder / CARD).is_file() else submit(folder, root)
     console.print(
-        escape(f"filed as {filed}/; run agentbench-rl leaderboard render to update the boards"),
+        escape(f"filed as {filed}/; run {render} to update the boards"),
         highlight=False,
         soft_wrap=True,
     )

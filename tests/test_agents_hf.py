@@ -57,6 +57,22 @@ def test_spec_parsing_and_errors() -> None:
             parse_spec(f"hf:x?engine=vllm&memory={memory}")
 
 
+def test_an_unknown_model_with_no_hub_to_reach_fails_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Offline, an unknown ``hf:`` id took 70 s and printed 10 raw retry lines (issue 63)."""
+    import time
+
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    began = time.monotonic()
+    with pytest.raises(ValueError, match=r"http://127\.0\.0\.1:9 cannot be reached") as raised:
+        _ = HFAgent("hf:nobody/no-such-model").policy
+    assert time.monotonic() - began < 10 and "\n" not in str(raised.value)
+
+
 def test_missing_model_fails_with_one_line(tmp_path: Path) -> None:
     agent = HFAgent(f"hf:{tmp_path / 'nothing-here'}")
     with pytest.raises(ValueError, match="cannot load the model"):

@@ -837,6 +837,10 @@ def test_serve_answers_with_the_page(board_root: Path) -> None:
     try:
         with urllib.request.urlopen(site_url(server), timeout=10) as response:
             assert response.read() == (board_root / "site" / "index.html").read_bytes()
+        root = f"http://127.0.0.1:{server.server_address[1]}/"
+        with urllib.request.urlopen(root, timeout=10) as response:  # / was a 404
+            assert response.url.endswith("/site/index.html")
+            assert response.read() == (board_root / "site" / "index.html").read_bytes()
     finally:
         server.shutdown()
         server.server_close()

@@ -49,6 +49,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -202,6 +203,10 @@ def _drop_in(name: str) -> Callable[..., tuple[Any, Any]]:
 
     compute.__name__ = compute.__qualname__ = f"compute_{name}_outcome_advantage"
     compute.__doc__ = f"Our ``{name}`` with verl-agent's advantage signature (module docstring)."
+    whole = inspect.signature(outcome_advantage)  # help() shows verl-agent's arguments
+    compute.__signature__ = whole.replace(  # type: ignore[attr-defined]
+        parameters=list(whole.parameters.values())[1:]
+    )
     return compute
 
 

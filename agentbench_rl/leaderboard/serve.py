@@ -5,7 +5,7 @@ click. It serves the whole leaderboards folder, so the entries' links work too, 
 files that really lie in it: a symbolic link that leads out of the folder, a hidden file
 (``.lock``, a staging folder) or a folder is answered 404, except a filed submission's folder
 (the one an entry links to), which is answered with a page listing its files (those same
-regular files only).
+regular files only). ``/`` leads to the boards' page (``site/index.html``).
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ class _SiteHandler(SimpleHTTPRequestHandler):
     def send_head(self) -> Any:
         """Answer 404 unless the path is a regular file under the root, or a submission's folder
         (listed by :meth:`list_directory`)."""
+        if urllib.parse.urlsplit(self.path).path == "/":  # the boards' page, one click saved
+            self.send_response(HTTPStatus.FOUND)
+            self.send_header("Location", f"/{SITE}/{INDEX}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         real = self._inside(self.translate_path(self.path))
         is_entry = real is not None and os.path.isfile(os.path.join(real, METADATA_FILE))
         if real is None or not (os.path.isfile(real) or (is_entry and self.path.endswith("/"))):
