@@ -35,6 +35,7 @@ import torch
 from safetensors import SafetensorError
 
 from agentbench_rl.models.choices import ChoiceScorer, ChoiceScores
+from agentbench_rl.models.hub import check_loadable
 from agentbench_rl.models.vision import (
     FramePixels,
     encode_with_images,
@@ -726,40 +727,13 @@ def read_settings(folder: Path) -> dict[str, Any]:
     return settings
 
 
-def _check_reachable(target: str) -> None:
-    """``ValueError`` at once for a model that is not a folder here, not in the Hugging Face
-    cache, and whose hub cannot be reached: transformers would retry for about a minute,
-    printing a line per retry, before saying the same."""
-    import socket
-    from urllib.parse import urlsplit
-
-    from huggingface_hub import constants, try_to_load_from_cache
-
-    if Path(target).exists() or constants.HF_HUB_OFFLINE:
-        return
-    try:
-        if isinstance(try_to_load_from_cache(target, "config.json"), str):
-            return
-    except ValueError:  # not a repository id: transformers names the problem
-        return
-    address = urlsplit(constants.ENDPOINT)
-    port = address.port or (443 if address.scheme == "https" else 80)
-    try:
-        socket.create_connection((address.hostname or "", port), timeout=5.0).close()
-    except OSError as problem:
-        raise ValueError(
-            f"cannot load the model '{target}': not a folder here, not in the Hugging Face "
-            f"cache, and {constants.ENDPOINT} cannot be reached ({problem.strerror or problem})"
-        ) from None
-
-
 def load_saved_policy(target: str, options: Mapping[str, str] | None = None) -> Policy:
     """A :class:`Policy` from a folder :meth:`Policy.save` wrote (its stored prompt and sampling
     settings) or any Hugging Face model id or folder (the defaults); ``options`` (``mode``,
     ``temperature``, ``history``, ``device``, ``dtype``) override. Raises ``ValueError`` when
     the model cannot be loaded."""
     options = dict(options or {})
-    _check_reachable(target)
+    check_loadable(target)
     try:
         settings = read_settings(Path(target))
         model, tokenizer = load_pretrained(

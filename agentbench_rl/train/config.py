@@ -10,7 +10,6 @@ overrides are parsed as YAML scalars, so ``val_limit=null`` and ``lr=1e-4`` do w
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -26,6 +25,7 @@ from agentbench_rl.estimators.registry import EstimatorSpec
 from agentbench_rl.estimators.registry import resolve as resolve_estimator
 from agentbench_rl.extras import install_hint, missing_modules
 from agentbench_rl.models.drrn_features import DRRNConfig
+from agentbench_rl.models.hub import check_loadable
 from agentbench_rl.models.tiny import TinyModelConfig, TinyVLConfig
 from agentbench_rl.prompting import ActionMode, PromptConfig
 from agentbench_rl.rollout.batched import Reward
@@ -307,18 +307,8 @@ class TrainConfig(Spec):
                 raise ImportError(
                     f"{what} needs {extra}, which is not installed: {install_hint(extra)}"
                 )
-        if self.model in BUILT_MODELS or Path(self.model).expanduser().is_dir():
-            return
-        from huggingface_hub import try_to_load_from_cache
-
-        if isinstance(try_to_load_from_cache(self.model, "config.json"), str):
-            return
-        where = f"model {self.model} is neither a local folder nor in the Hugging Face cache"
-        if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
-            raise ValueError(f"{where}, and HF_HUB_OFFLINE is set: download it or give its folder")
-        reachable, reason = _hub_reachable()
-        if not reachable:  # one quick look, instead of the loader's minute of retries
-            raise ValueError(f"{where}, and the hub cannot be reached ({reason})")
+        if self.model not in BUILT_MODELS:
+            check_loadable(self.model)
 
     def train_env(self) -> EnvSpec:
         """The env the run trains (and behaviour-clones) on: its panel when ``train_panel``."""
@@ -480,23 +470,6 @@ class TrainConfig(Spec):
             values.pop("train_categories")
         values["seed"] = self.warm_start_seed()
         return values
-
-
-def _hub_reachable(timeout: float = 5.0) -> tuple[bool, str]:
-    """Whether the Hugging Face hub answers at all within ``timeout`` (any HTTP answer counts:
-    a gated model's 401 still means the hub is there), and why not."""
-    import urllib.error
-    import urllib.request
-
-    from huggingface_hub import constants
-
-    try:
-        urllib.request.urlopen(constants.ENDPOINT, timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return True, ""
-    except (OSError, ValueError) as error:
-        return False, str(getattr(error, "reason", error))
-    return True, ""
 
 
 def _marked(info: FieldInfo, mark: str, default: bool) -> bool:
