@@ -10,6 +10,7 @@ problem, never a traceback: commands raise, and :func:`main` alone turns
 from __future__ import annotations
 
 import errno
+import inspect
 import re
 import shlex
 import sys
@@ -187,7 +188,9 @@ def eval_command(
         list[str] | None,
         typer.Option(help="Only the split's tasks of this category (repeat for several)."),
     ] = None,
-    resume: Annotated[bool, typer.Option(help="Continue an interrupted run in OUT.")] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")
+    ] = False,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
     episodes_format: Annotated[str, typer.Option(help="csv or parquet.")] = "csv",
     env_option: Annotated[
@@ -195,7 +198,10 @@ def eval_command(
         typer.Option(help="Env constructor argument KEY=VALUE (JSON value), repeatable."),
     ] = None,
     allow_modified_games: Annotated[
-        bool, typer.Option(help="ALFWorld: play games whose checksum differs (recorded).")
+        bool,
+        typer.Option(
+            "--allow-modified-games", help="ALFWorld: play games whose checksum differs (recorded)."
+        ),
     ] = False,
     debug: Annotated[
         bool, typer.Option("--debug", help="On an agent error, print its traceback.")
@@ -402,7 +408,7 @@ def train_command(
     ] = None,
     bc: Annotated[bool, typer.Option("--bc", help="Behaviour cloning before RL.")] = False,
     backend: Annotated[str | None, typer.Option(help="Env workers: local or ray.")] = None,
-    resume: Annotated[bool, typer.Option(help="Continue the run in OUT.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in OUT.")] = False,
     show_config: Annotated[
         bool,
         typer.Option(
@@ -519,7 +525,10 @@ def sweep_command(
         "auto"
     ),
     summary_only: Annotated[
-        bool, typer.Option(help="Only rebuild the summary and plot from finished runs.")
+        bool,
+        typer.Option(
+            "--summary-only", help="Only rebuild the summary and plot from finished runs."
+        ),
     ] = False,
 ) -> None:
     """Run a grid of training runs (resumable; finished runs are skipped) and summarise it."""
@@ -630,7 +639,7 @@ def bench_alfworld(
 
 @bench_app.command("estimators")
 def bench_estimators(
-    quick: Annotated[bool, typer.Option(help="Smaller sizes, for a smoke run.")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="Smaller sizes, for a smoke run.")] = False,
 ) -> None:
     """Rows per second of every estimator at 1k, 10k and 100k rows, against a per-row baseline."""
     from agentbench_rl.bench.estimators import run as run_estimators
@@ -987,7 +996,7 @@ def bench_gpu(
         "gpu"
     ),
     dry_run: Annotated[
-        bool, typer.Option(help="Rehearse every section on the CPU with tiny models.")
+        bool, typer.Option("--dry-run", help="Rehearse every section on the CPU with tiny models.")
     ] = False,
     section: Annotated[
         list[str] | None,
@@ -1027,7 +1036,11 @@ def data_install(
         int, typer.Option(help="Refuse to download or unpack more than this many bytes.")
     ] = DEFAULT_MAX_BYTES,
     allow_modified_games: Annotated[
-        bool, typer.Option(help="Install even if files differ from the shipped manifests.")
+        bool,
+        typer.Option(
+            "--allow-modified-games",
+            help="Install even if files differ from the shipped manifests.",
+        ),
     ] = False,
 ) -> None:
     """Install benchmark data: staged, checked against the manifests, then swapped in."""
@@ -1353,6 +1366,20 @@ def user_message(problem: BaseException, command: str | None = None) -> str:
         if extra is not None:
             message += f"; {install_hint(extra)}"
     return message
+
+
+def _reflow_help(*apps: typer.Typer) -> None:
+    """Each command's docstring as paragraphs of one line: Typer's help keeps a docstring's line
+    breaks, which broke the command lists at 80 columns (the terminal wraps lines itself)."""
+    for each in apps:
+        for command in each.registered_commands:
+            callback = command.callback
+            if callback is not None and callback.__doc__:
+                paragraphs = inspect.cleandoc(callback.__doc__).split("\n\n")
+                callback.__doc__ = "\n\n".join(" ".join(part.split()) for part in paragraphs)
+
+
+_reflow_help(app, bench_app, data_app, leaderboard_app)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

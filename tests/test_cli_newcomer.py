@@ -3,6 +3,7 @@ Ctrl-C that says how to continue, and a metadata file written from the run."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -36,6 +37,26 @@ def test_eval_help_lists_the_envs_and_the_seed_default() -> None:
     for name in ENVS:
         assert name in text
     assert "(default: 0)" in text and "evaluation split" in text
+
+
+@pytest.mark.parametrize("args", [["--help"], ["eval", "--help"], ["bench", "--help"]])
+def test_help_reads_at_80_columns(args: list[str]) -> None:
+    """Third round (issue 63): at 80 columns eval's help had an empty column (the ``--no-``
+    names of its flags) and the command list broke a summary where its docstring did."""
+    result = subprocess.run(
+        [*CLI, *args], env={**ENV, "COLUMNS": "80"}, capture_output=True, text=True, check=True
+    )
+    inner = [line[1:].rstrip("│ ") for line in result.stdout.splitlines() if line[:1] == "│"]
+    rows = [line.strip() for line in inner]
+    assert rows and not any("--no-" in row for row in rows)
+    for row in rows:
+        name, _, description = row.partition(" ")
+        if name.startswith("--"):  # an option's description starts within the box's first half
+            assert len(row) - len(description.lstrip()) <= 34, row
+    for line, after in itertools.pairwise(inner):  # a wrapped line fills its line
+        text, wrapped = line.split("  ")[-1].strip(), after.strip()
+        if after.startswith("   ") and wrapped[:1].islower():
+            assert len(text) >= 30, (text, wrapped)
 
 
 def test_default_split_is_the_envs_evaluation_split(tmp_path: Path) -> None:
