@@ -47,9 +47,14 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             yellow=True,
             bold=True,
         )
-    others = sum(reasons.values()) - sum(no_data.values())
-    if others:
-        terminalreporter.write_line(f"skipped {others} other tests (pytest -rs lists why)")
+    others = Counter({reason: n for reason, n in reasons.items() if reason not in no_data})
+    if others:  # by reason, most first: 225 verl-agent skips were lumped into one "other" count
+        shown = "; ".join(f"{n} {reason}" for reason, n in others.most_common(4))
+        rest = sum(others.values()) - sum(n for _, n in others.most_common(4))
+        more = f"; {rest} for other reasons" if rest else ""
+        terminalreporter.write_line(
+            f"skipped {sum(others.values())} other tests: {shown}{more} (pytest -rs lists each)"
+        )
 
 
 if os.environ.get("AGENTBENCH_TEST_TOYS") == "1":
