@@ -181,6 +181,26 @@ def test_existing_results_need_resume_and_matching_config(tmp_path: Path) -> Non
     assert (tmp_path / "run" / "episodes.csv").read_bytes() == before
 
 
+def test_a_resume_may_change_how_results_are_written_not_what_they_are(tmp_path: Path) -> None:
+    """Issue 62: the evaluation's identity is what its numbers depend on. A resume that asks
+    for another episode format or for trajectories continues; another seed or split is
+    refused."""
+    pytest.importorskip("pyarrow")
+    config = EvalConfig(env="sokoban", split="test", agent="expert", limit=2)
+    first = evaluate(config, tmp_path / "run")
+    written = config.model_copy(update={"episodes_format": "parquet", "save_trajectories": True})
+    again = evaluate(written, tmp_path / "run", RunOptions(resume=True))
+    assert again["success"] == first["success"] and again["n_episodes"] == first["n_episodes"]
+    assert (tmp_path / "run" / "episodes.parquet").exists()
+    for changed, field in (
+        ({"seeds": [1]}, "seeds"),
+        ({"env": "sokoban", "split": "val"}, "split"),
+    ):
+        other = EvalConfig(**{**config.record(), "agent": "expert", **changed})
+        with pytest.raises(ValueError, match=f"different {field}"):
+            evaluate(other, tmp_path / "run", RunOptions(resume=True))
+
+
 def _cli_env(tmp_path: Path) -> dict[str, str]:
     (tmp_path / "slow_agent.py").write_text(SLOW_AGENT)
     return {**os.environ, "PYTHONPATH": str(tmp_path)}

@@ -22,7 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -105,6 +105,10 @@ class EvalConfig(Spec):
             "categories": list(self.env.categories) or None,
             **panel,
         }
+
+    #: Record keys that say how results are written, not what they are: a resume may change
+    #: them (the episodes played after it follow the new setting).
+    PRESENTATION: ClassVar[frozenset[str]] = frozenset({"episodes_format", "save_trajectories"})
 
     @classmethod
     def record_defaults(cls) -> dict[str, Any]:

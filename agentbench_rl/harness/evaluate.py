@@ -176,7 +176,7 @@ def _prepare_folder(
         EvalConfig.record_defaults(),
         resume,
         EPISODE_COLUMNS,
-        config.episodes_format,
+        EvalConfig.PRESENTATION,
     )
     if resumed.duplicates:
         message = (

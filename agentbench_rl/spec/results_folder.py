@@ -13,16 +13,17 @@ Layout::
     .lock                        held while a process writes the folder
 
 Rules of a resumed evaluation (:meth:`ResultsFolder.prepare`): a folder that holds a config is
-continued only with ``--resume`` and only for the same config (a field added since takes its
-default in the older file); the episodes done are the journal's rows (``spec/journal.py``:
-a torn last line repaired, a row recorded twice counted once), else, for a finished run, the
-episode table's.
+continued only with ``--resume`` and only for the same evaluation: the same config but for how
+results are written (the episodes' format, whether trajectories are saved), which a resume may
+change (a field added since takes its default in the older file); the episodes done are the
+journal's rows (``spec/journal.py``: a torn last line repaired, a row recorded twice counted
+once), else, for a finished run, the episode table's (in the format it was written in).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -42,6 +43,8 @@ JOURNAL_FILE = "episodes.partial.jsonl"
 SUMMARY_FILE = "summary.json"
 TRAJECTORIES = "trajectories"
 VIEW_PAGE = "view.html"
+#: The episode table's formats (a finished run resumed in another reads the one it wrote).
+EPISODES_FORMATS = ("csv", "parquet")
 
 
 class ResultsFolder:
@@ -79,12 +82,13 @@ class ResultsFolder:
         defaults: Mapping[str, Any],
         resume: bool,
         columns: Sequence[str],
-        episodes_format: str,
+        free: Collection[str] = (),
     ) -> Resumed:
         """Check the folder against ``config`` (``defaults``: each field's default, for a
         config written before the field existed), record ``config``, and return the episodes
-        already done. ``FileExistsError`` for a folder holding an evaluation without
-        ``resume``; ``ValueError`` naming the fields that differ from the stored config."""
+        already done. The evaluation's identity is the config but the ``free`` keys (how
+        results are written, which change no number). ``FileExistsError`` for a folder holding
+        an evaluation without ``resume``; ``ValueError`` naming the fields that differ."""
         if self.config_file.exists():
             if not resume:
                 raise FileExistsError(
@@ -95,8 +99,8 @@ class ResultsFolder:
             if not isinstance(previous, dict):
                 raise ValueError(f"{self.config_file} must hold a JSON object")
             previous = {**defaults, **previous}
-            if previous != dict(config):
-                changed = sorted(k for k in config if previous.get(k) != config[k])
+            changed = sorted(k for k in config if k not in free and previous.get(k) != config[k])
+            if changed:
                 raise ValueError(
                     f"--resume: {self.path} holds an evaluation with a different "
                     f"{', '.join(changed)}"
@@ -104,8 +108,9 @@ class ResultsFolder:
         atomic_write_text(self.config_file, json.dumps(config, indent=1, sort_keys=True) + "\n")
         journal = read_journal(self.journal_file, columns)
         done = journal.rows
-        final = self.episodes_file(episodes_format)
-        if not done and final.exists() and self.summary_file.exists():
+        finals = [self.episodes_file(kind) for kind in EPISODES_FORMATS]
+        final = next((path for path in finals if path.exists()), None)
+        if not done and final is not None and self.summary_file.exists():
             done = cast(list[EpisodeRow], read_episodes(final).to_dict("records"))
         return Resumed(done, journal.duplicates)
 
