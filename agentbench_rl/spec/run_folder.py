@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -223,6 +224,26 @@ class RunFolder:
         """Whether the folder holds a run (rule 2): a metrics row or a checkpoint."""
         has_rows = self.metrics_file.is_file() and self.metrics_file.stat().st_size > 0
         return has_rows or self.latest_checkpoint() is not None
+
+    def check_continuation(
+        self, resume: bool, changes: Callable[[], Sequence[str]], held: bool | None = None
+    ) -> None:
+        """Refuse to start over a run (rule 2): ``FileExistsError`` for a folder that holds one
+        (``held``: the trainer's own test, :meth:`holds_run` by default) without ``resume``;
+        ``ValueError`` naming the fields ``changes()`` finds changed against the stored config
+        with it."""
+        if not (self.holds_run() if held is None else held):
+            return
+        if not resume:
+            raise FileExistsError(
+                f"{self.path} already holds a training run; pass --resume to continue it "
+                "or choose another --out"
+            )
+        changed = changes()
+        if changed:
+            raise ValueError(
+                f"--resume: {self.path} was trained with a different {', '.join(changed)}"
+            )
 
     def is_finished(self) -> bool:
         """Whether the run finished (``done.json`` is written last)."""

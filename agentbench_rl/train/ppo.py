@@ -557,18 +557,9 @@ def _prepare_run(config: TrainConfig, run: RunFolder, resume: bool) -> StartPoin
     ``config.yaml`` at most) starts afresh, and so does a resumed run that never checkpointed.
     """
     point = StartPoint()
+    stored = run.config_file
+    run.check_continuation(resume, lambda: config.identity_changes(read_run_config(stored)))
     if run.holds_run():
-        if not resume:
-            raise FileExistsError(
-                f"{run.path} already holds a training run; pass --resume to continue it "
-                "or choose another --out"
-            )
-        stored = read_run_config(run.config_file)
-        changed = config.identity_changes(stored)
-        if changed:
-            raise ValueError(
-                f"--resume: {run.path} was trained with a different {', '.join(changed)}"
-            )
         metrics = run.read_metrics()
         checkpoint = run.latest_checkpoint()
         if checkpoint is not None:

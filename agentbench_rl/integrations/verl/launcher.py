@@ -67,18 +67,15 @@ def prepare_run(
     run = Path(run)
     check_verl_config(config)  # rejects what verl cannot do, before any work
     ours = dump_config(config)
-    config_file = RunFolder(run).config_file
-    if config_file.exists():
-        if not resume:
-            raise FileExistsError(
-                f"{run} already holds a training run; pass --resume to continue it "
-                "or choose another --out"
-            )
-        stored = read_run_config(config_file)
-        # verl's data files hold n_tasks x iterations rows: here the length changes numbers too
-        changed = config.identity_changes(stored, with_iterations=True)
-        if changed:
-            raise ValueError(f"--resume: {run} was trained with a different {', '.join(changed)}")
+    folder = RunFolder(run)
+    config_file = folder.config_file
+    # verl's data files hold n_tasks x iterations rows: here the length changes numbers too;
+    # verl keeps its own checkpoints, so a written config is what holds a run here
+    folder.check_continuation(
+        resume,
+        lambda: config.identity_changes(read_run_config(config_file), with_iterations=True),
+        held=config_file.exists(),
+    )
     # verl's val data holds the whole val split: verl does not validate while training here
     envs = {
         "train": config.train_env(),
