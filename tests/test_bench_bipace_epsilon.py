@@ -66,3 +66,20 @@ def test_bench_command_prints_the_table() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "purity" in out.stdout and "0.01" in out.stdout and "GiGPO" in out.stdout
+
+
+def test_the_runs_reward_choice_is_honoured() -> None:
+    """Issue 62: ``bench bipace-epsilon`` (and ``bench train``, through the same
+    ``training_rewards``) paid success rewards whatever ``reward`` said. Sokoban's env pays
+    -0.1 a step: a run of ``reward: env`` sees it, one of ``reward: success`` does not."""
+    pytest.importorskip("torch")
+    from agentbench_rl.bench.bipace_epsilon import rollout_batches
+    from agentbench_rl.train.config import TrainConfig
+    from agentbench_rl.train.sweep import load_sweep
+
+    base = dict(load_sweep("baselines/drrn-sokoban-campaign.yaml").base, estimator="grpo")
+    base.update(n_tasks=2, group_size=2, max_steps=4)
+    configs = {reward: TrainConfig(**{**base, "reward": reward}) for reward in ("success", "env")}
+    rewards = {reward: set(rollout_batches(c, 1)[0].reward) for reward, c in configs.items()}
+    assert -0.1 in rewards["env"]
+    assert rewards["success"] <= {0.0, configs["success"].success_reward}

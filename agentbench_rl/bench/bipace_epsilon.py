@@ -104,7 +104,7 @@ def rollout_batches(config: TrainConfig, batches: int) -> list[StepBatch]:
     """The step batches (hidden states included) of iterations 1 .. ``batches`` of a run of
     ``config`` that never updates its start policy."""
 
-    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.rollout.batched import training_rewards
     from agentbench_rl.train.ppo import initial_policy, iteration_rollout, make_pool
 
     config.use_torch_threads()
@@ -114,7 +114,8 @@ def rollout_batches(config: TrainConfig, batches: int) -> list[StepBatch]:
     try:
         for iteration in range(1, batches + 1):
             rollout = iteration_rollout(pool, policy, config, iteration, capture_hidden=True)
-            out.append(rollout.step_batch(success_rewards(rollout, config.success_reward), True))
+            rewards = training_rewards(rollout, config.reward, config.success_reward)
+            out.append(rollout.step_batch(rewards, True))
     finally:
         pool.close()
     return out

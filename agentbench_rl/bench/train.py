@@ -116,7 +116,7 @@ def measure(
     import torch
 
     from agentbench_rl.estimators import compute
-    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.rollout.batched import training_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
     sides = {"base": config, "candidate": config.model_copy(update={"estimator": candidate})}
@@ -136,7 +136,7 @@ def measure(
         tick("rollout for the estimators")
     finally:
         pool.close()
-    rewards = success_rewards(batch, config.success_reward)
+    rewards = training_rewards(batch, config.reward, config.success_reward)
     step_batch = batch.step_batch(rewards, with_hidden=any(hidden.values()))
     estimator_s: dict[str, list[float]] = {"base": [], "candidate": []}
     for _ in range(10 * repeats):
@@ -178,7 +178,7 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int,
 
     from agentbench_rl.estimators import compute
     from agentbench_rl.models.vision import pixel_bytes
-    from agentbench_rl.rollout.batched import success_rewards
+    from agentbench_rl.rollout.batched import training_rewards
     from agentbench_rl.train.ppo import ppo_update, reference_logprobs
 
     policy, pool, rollout = prepared(config)
@@ -188,9 +188,8 @@ def iteration_timer(config: TrainConfig) -> tuple[Callable[[], tuple[float, int,
     def iteration() -> tuple[float, int, int]:
         began = time.perf_counter()
         batch = rollout(config.needs_hidden())
-        step_batch = batch.step_batch(
-            success_rewards(batch, config.success_reward), with_hidden=config.needs_hidden()
-        )
+        rewards = training_rewards(batch, config.reward, config.success_reward)
+        step_batch = batch.step_batch(rewards, with_hidden=config.needs_hidden())
         advantages = compute(config.estimator, step_batch, **params).advantages
         refs = reference_logprobs(policy.model, batch, policy, config.temperature)
         ppo_update(policy, optimizer, batch, advantages, refs, config, torch.Generator())

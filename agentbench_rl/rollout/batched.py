@@ -172,6 +172,15 @@ def training_reward(record: Mapping[str, Any], reward: str, success_reward: floa
     return float(success_reward) if record["success"] and last else 0.0
 
 
+def training_rewards(
+    batch: RolloutBatch, reward: Reward, success_reward: float
+) -> np.ndarray | None:
+    """The rows' training rewards as a run of ``reward`` declares them: ``success`` pays
+    :func:`success_rewards`; ``env`` gives ``None``, the env's own rewards that the rows hold
+    (what :meth:`RolloutBatch.step_batch` keeps). Every trainer and bench reads rewards here."""
+    return success_rewards(batch, success_reward) if reward == "success" else None
+
+
 def success_rewards(batch: RolloutBatch, success_reward: float) -> np.ndarray:
     """:func:`training_reward` with ``reward="success"`` for every row of a rollout batch.
 

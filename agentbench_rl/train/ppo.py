@@ -81,7 +81,7 @@ from agentbench_rl.rollout.batched import (
     BatchPolicy,
     RolloutBatch,
     rollout_groups,
-    success_rewards,
+    training_rewards,
 )
 from agentbench_rl.rollout.scripted import tokenizer_texts
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
@@ -753,9 +753,7 @@ def train_iteration(
     rolled = time.perf_counter()
 
     # 3. rewards and advantages
-    rewards = (
-        success_rewards(rollout, config.success_reward) if config.reward == "success" else None
-    )
+    rewards = training_rewards(rollout, config.reward, config.success_reward)
     batch = rollout.step_batch(rewards, with_hidden=config.needs_hidden())
     result = estimator.compute(batch)
     raw = np.asarray(result.advantages, dtype=np.float64)
