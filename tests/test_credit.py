@@ -606,3 +606,27 @@ def test_no_shipped_file_holds_a_machine_path() -> None:
         if hit
     ]
     assert not found
+
+
+def test_campaigns_of_several_envs_are_also_read_pooled(tmp_path: Path) -> None:
+    """Issue 58: the correlation across estimators x envs, each env's points centred on it."""
+    sets = tmp_path / "sets"
+    for mdp in ("lucky_rare", "detours"):
+        write_set(mdp_set(mdp, tasks=4, group_size=3), sets / mdp_set(mdp).name)
+    campaigns = {}
+    for mdp, gains in (("lucky_rare", (0.02, -0.01)), ("detours", (0.05, 0.01))):
+        paired = [
+            {"estimator": name, "baseline": "grpo", "metric": "mean", "mean": gain}
+            for name, gain in zip(("gigpo", "rloo"), gains, strict=True)
+        ]
+        (tmp_path / f"{mdp}.json").write_text(json.dumps({"paired": paired}), "utf-8")
+        campaigns[f"mdp:{mdp}"] = tmp_path / f"{mdp}.json"
+    report = run(["grpo", "gigpo", "rloo"], sets, None, timed=False, campaigns=campaigns)
+    contexts = [found.context for found in report.correlations]
+    assert contexts == [
+        "mdp:lucky_rare campaign (mean success)",
+        "mdp:detours campaign (mean success)",
+        "campaigns pooled over envs (mean success)",
+    ]
+    pooled = report.correlations[-1]
+    assert len(pooled.points) == 6 and set(pooled.by_problem) == {"mdp:lucky_rare", "mdp:detours"}

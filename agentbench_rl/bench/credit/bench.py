@@ -166,10 +166,14 @@ def _correlations(
         if points:
             found.append(reading.correlate("exact MDPs (learning AUC)", points))
     set_envs = {credit.name: str(credit.settings.get("env")) for credit in report.sets}
+    pooled = []
     for env, path in campaigns.items():
         points = reading.campaign_points(path, env, fidelity, set_envs)
         if points:
             found.append(reading.correlate(f"{env} campaign (mean success)", points))
+            pooled += points
+    if len({point.problem for point in pooled}) > 1:  # estimators x envs, centred per env
+        found.append(reading.correlate("campaigns pooled over envs (mean success)", pooled))
     return found
 
 
