@@ -1205,15 +1205,20 @@ def leaderboard_submit(
 @leaderboard_app.command("render")
 def leaderboard_render(
     root: Annotated[Path, typer.Option(help="The leaderboards folder.")] = _LEADERBOARD_ROOT,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write the boards here instead of into ROOT (ROOT's stay untouched)."),
+    ] = None,
 ) -> None:
-    """Write ROOT/README.md and the static site ROOT/site/ from the filed submissions, and the
-    estimators board ROOT/estimators/README.md (every figure scored again on the credit sets)."""
+    """Write README.md and the static site site/ from the filed submissions, and the estimators
+    board estimators/README.md (every figure scored again on the credit sets), into ROOT or
+    OUT."""
     from agentbench_rl.bench.credit.board import render_board
     from agentbench_rl.leaderboard.render import render
 
     require("plot", "leaderboard render")
-    written = render(root, on_skip=_warning_line)
-    board = render_board(root)
+    written = render(root, on_skip=_warning_line, out=out)
+    board = render_board(root, out=out)
     console.print(
         escape(
             f"wrote {len(written) + 1} files: {written[0]}, {written[1]}, {board} and the plots"

@@ -786,6 +786,16 @@ def test_rendering_is_byte_identical(board_root: Path, tmp_path: Path) -> None:
         assert (again / path).read_bytes() == (board_root / path).read_bytes(), path
 
 
+def test_render_out_writes_elsewhere_and_leaves_the_root_untouched(
+    board_root: Path, tmp_path: Path
+) -> None:
+    before = {p: p.read_bytes() for p in board_root.rglob("*") if p.is_file()}
+    written = render(board_root, out=tmp_path / "elsewhere")
+    assert written[0] == tmp_path / "elsewhere" / "README.md" and written[0].is_file()
+    assert written[0].read_bytes() == (board_root / "README.md").read_bytes()
+    assert {p: p.read_bytes() for p in board_root.rglob("*") if p.is_file()} == before
+
+
 def test_render_removes_plots_of_boards_that_are_gone(board_root: Path, tmp_path: Path) -> None:
     root = tmp_path / "boards"
     shutil.copytree(board_root, root)

@@ -681,8 +681,10 @@ def render(
     root: Path,
     reported: ReportedNumbers | None = None,
     on_skip: Callable[[str], None] | None = None,
+    out: Path | None = None,
 ) -> list[Path]:
-    """Validate every filed submission under ``root`` and write the boards; return the files.
+    """Validate every filed submission under ``root`` and write the boards to ``out`` (default:
+    ``root`` itself); return the files.
 
     A filed submission that does not validate is left off, with one line to ``on_skip`` (default:
     a warning). Plots of boards that no longer exist are removed from ``site/``, so the folder
@@ -694,9 +696,10 @@ def render(
     boards = collect_boards(root, on_skip) if on_skip else collect_boards(root)
     reported = reported or load_reported()
     plots = draw_plots(boards)
-    site = root / SITE
-    written = [root / README, site / INDEX, *(site / name for name in sorted(plots))]
-    atomic_write_text(root / README, render_markdown(boards, reported, plots))
+    target = root if out is None else Path(out)
+    site = target / SITE
+    written = [target / README, site / INDEX, *(site / name for name in sorted(plots))]
+    atomic_write_text(target / README, render_markdown(boards, reported, plots))
     atomic_write_text(site / INDEX, render_html(boards, reported, plots))
     for name, data in sorted(plots.items()):
         atomic_write_bytes(site / name, data)

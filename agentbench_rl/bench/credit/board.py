@@ -187,9 +187,10 @@ def submissions(root: Path) -> list[tuple[Path, EstimatorCard]]:
     ]
 
 
-def render_board(root: Path, sets_root: Path = STANDARD_SETS) -> Path:
-    """Score every built-in estimator and every filed submission on the standard sets and write
-    ``root/estimators/README.md``; returns its path."""
+def render_board(root: Path, sets_root: Path = STANDARD_SETS, out: Path | None = None) -> Path:
+    """Score every built-in estimator and every filed submission under ``root`` on the standard
+    sets and write ``estimators/README.md`` under ``out`` (default: ``root``); returns its
+    path."""
     filed = submissions(root)
     report = run_credit(None, sets_root, timed=False)
     for folder, card in filed:  # one at a time: each is a module called "estimator"
@@ -198,7 +199,7 @@ def render_board(root: Path, sets_root: Path = STANDARD_SETS) -> Path:
         label = submission_label(folder)
         report.scores.extend(s for s in extra.scores if s.estimator == label)
         report.problems.update(extra.problems)
-    path = Path(root) / BOARD_FOLDER / "README.md"
+    path = Path(root if out is None else out) / BOARD_FOLDER / "README.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     shown = {submission_label(folder): (folder, card) for folder, card in filed}
     atomic_write_text(path, board_markdown(report, shown))
