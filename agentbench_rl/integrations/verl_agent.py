@@ -36,6 +36,7 @@ In a verl-agent checkout (``verl/trainer/ppo/ray_trainer.py``)::
     advantages, returns = compute_progpo_outcome_advantage(...)  # where core_gigpo's was called
 
 Example:
+    >>> import numpy as np
     >>> import torch
     >>> rows = torch.tensor([[0.0, 10.0], [0.0, 10.0], [0.0, 0.0]])  # episode scores
     >>> advantages, _ = compute_gigpo_outcome_advantage(
@@ -53,10 +54,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators import EstimatorSpec, resolve
+from agentbench_rl.integrations.token_rows import step_batch_of, token_advantages
 
 MODES = {"mean_norm": "mean", "mean_std_norm": "mean_std"}
 #: The parameter ``step_advantage_w`` sets, by estimator. CRBC is not one: its step weight's
@@ -69,76 +68,6 @@ STEP_WEIGHT = {
     "graphhca": "step_weight",
     "graft": "omega",
 }
-SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
-
-
-def step_batch_of(
-    token_level_rewards: Any,
-    step_rewards: Any,
-    anchor_obs: Any,
-    index: Any,
-    traj_index: Any,
-    *,
-    gamma: float,
-    actions: Any = None,
-    valid: Any = None,
-    hidden: Any = None,
-) -> StepBatch:
-    """The :class:`StepBatch` verl-agent's rows describe (module docstring); ``ValueError``
-    when the step returns and the episode scores disagree under ``gamma``."""
-    scores = np.asarray(_numpy(token_level_rewards), dtype=np.float64).sum(axis=-1)
-    returns = np.asarray(_numpy(step_rewards), dtype=np.float64).reshape(-1)
-    n = len(returns)
-    group = np.array([str(value) for value in index], dtype=object)
-    traj = np.array([f"{g}\0{value}" for g, value in zip(group, traj_index, strict=True)], object)
-    obs = np.array([str(value) for value in anchor_obs], dtype=object)
-    codes = {key: i for i, key in enumerate(dict.fromkeys(traj))}
-    traj_codes = np.array([codes[key] for key in traj])
-    t = np.zeros(n, dtype=np.int64)
-    seen = np.zeros(len(codes), dtype=np.int64)
-    for row, code in enumerate(traj_codes):  # rank within the trajectory, in arrival order
-        t[row], seen[code] = seen[code], seen[code] + 1
-    following = np.full(n, -1)  # the row of the trajectory's next step
-    last_row = np.full(len(codes), -1)
-    for row in range(n - 1, -1, -1):
-        following[row], last_row[traj_codes[row]] = last_row[traj_codes[row]], row
-    after = np.where(following >= 0, returns[np.maximum(following, 0)], 0.0)
-    reward = returns - gamma * after
-    totals = np.bincount(traj_codes, weights=reward)[traj_codes]
-    if not np.allclose(totals, scores, rtol=1e-6, atol=1e-6):
-        row = int(np.flatnonzero(~np.isclose(totals, scores, rtol=1e-6, atol=1e-6))[0])
-        raise ValueError(
-            f"verl-agent rows: row {row}'s step rewards (from its step returns with gamma "
-            f"{gamma}) add up to {totals[row]:.6g}, its episode score is {scores[row]:.6g}: give "
-            "the estimator the gamma of compute_step_discounted_returns"
-        )
-    success = scores > 0
-    next_obs = np.where(
-        following >= 0,
-        obs[np.maximum(following, 0)],
-        np.where(success, SUCCESS_NODE, np.array([f"end\0{key}" for key in traj], object)),
-    )
-    return StepBatch(
-        group=group,
-        traj=traj,
-        t=t,
-        reward=reward,
-        obs_key=obs,
-        state_key=obs,
-        action_key=np.array(
-            [str(a) for a in actions] if actions is not None else [""] * n, dtype=object
-        ),
-        valid=np.asarray(valid, dtype=bool) if valid is not None else np.ones(n, dtype=bool),
-        success=success,
-        next_obs_key=next_obs.astype(object),
-        hidden=np.asarray(_numpy(hidden), dtype=np.float32) if hidden is not None else None,
-    )
-
-
-def _numpy(values: Any) -> Any:
-    """A torch tensor as numpy; anything else as it is."""
-    detach = getattr(values, "detach", None)
-    return detach().cpu().numpy() if callable(detach) else values
 
 
 def outcome_advantage(
@@ -161,7 +90,6 @@ def outcome_advantage(
     **params: Any,
 ) -> tuple[Any, Any]:
     """Estimator ``name`` with verl-agent's signature (module docstring)."""
-    import torch
 
     declared = resolve(name)
     if enable_similarity:
@@ -191,9 +119,7 @@ def outcome_advantage(
         hidden=hidden,
     )
     advantages = EstimatorSpec(name, params).compute(batch).advantages
-    mask = torch.as_tensor(response_mask)
-    dtype = mask.dtype if mask.is_floating_point() else torch.float32
-    scores = torch.as_tensor(advantages, dtype=dtype).unsqueeze(-1) * mask
+    scores = token_advantages(advantages, response_mask)
     return scores, scores
 
 

@@ -1,0 +1,97 @@
+"""Per-token rows with step keys, the shape trainers hand an advantage function (verl-agent's
+``compute_gigpo_outcome_advantage``, SkyRL's registry), to and from a
+:class:`~agentbench_rl.core.batch.StepBatch`: :func:`step_batch_of` reads the rows (one row per
+env step: its episode score on the response tokens, its discounted step return, its anchor
+observation, its task group and trajectory; :mod:`.verl_agent` documents each column), and
+:func:`token_advantages` puts one advantage per row back on the row's response tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from agentbench_rl.core.batch import StepBatch
+
+SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
+
+
+def step_batch_of(
+    token_level_rewards: Any,
+    step_rewards: Any,
+    anchor_obs: Any,
+    index: Any,
+    traj_index: Any,
+    *,
+    gamma: float,
+    actions: Any = None,
+    valid: Any = None,
+    hidden: Any = None,
+) -> StepBatch:
+    """The :class:`StepBatch` the rows describe (:mod:`.verl_agent`'s docstring names each
+    column); ``ValueError`` when the step returns and the episode scores disagree under
+    ``gamma``."""
+    scores = np.asarray(as_numpy(token_level_rewards), dtype=np.float64).sum(axis=-1)
+    returns = np.asarray(as_numpy(step_rewards), dtype=np.float64).reshape(-1)
+    n = len(returns)
+    group = np.array([str(value) for value in index], dtype=object)
+    traj = np.array([f"{g}\0{value}" for g, value in zip(group, traj_index, strict=True)], object)
+    obs = np.array([str(value) for value in anchor_obs], dtype=object)
+    codes = {key: i for i, key in enumerate(dict.fromkeys(traj))}
+    traj_codes = np.array([codes[key] for key in traj])
+    t = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(len(codes), dtype=np.int64)
+    for row, code in enumerate(traj_codes):  # rank within the trajectory, in arrival order
+        t[row], seen[code] = seen[code], seen[code] + 1
+    following = np.full(n, -1)  # the row of the trajectory's next step
+    last_row = np.full(len(codes), -1)
+    for row in range(n - 1, -1, -1):
+        following[row], last_row[traj_codes[row]] = last_row[traj_codes[row]], row
+    after = np.where(following >= 0, returns[np.maximum(following, 0)], 0.0)
+    reward = returns - gamma * after
+    totals = np.bincount(traj_codes, weights=reward)[traj_codes]
+    if not np.allclose(totals, scores, rtol=1e-6, atol=1e-6):
+        row = int(np.flatnonzero(~np.isclose(totals, scores, rtol=1e-6, atol=1e-6))[0])
+        raise ValueError(
+            f"step rows: row {row}'s step rewards (from its step returns with gamma "
+            f"{gamma}) add up to {totals[row]:.6g}, its episode score is {scores[row]:.6g}: give "
+            "the estimator the gamma of compute_step_discounted_returns"
+        )
+    success = scores > 0
+    next_obs = np.where(
+        following >= 0,
+        obs[np.maximum(following, 0)],
+        np.where(success, SUCCESS_NODE, np.array([f"end\0{key}" for key in traj], object)),
+    )
+    return StepBatch(
+        group=group,
+        traj=traj,
+        t=t,
+        reward=reward,
+        obs_key=obs,
+        state_key=obs,
+        action_key=np.array(
+            [str(a) for a in actions] if actions is not None else [""] * n, dtype=object
+        ),
+        valid=np.asarray(valid, dtype=bool) if valid is not None else np.ones(n, dtype=bool),
+        success=success,
+        next_obs_key=next_obs.astype(object),
+        hidden=np.asarray(as_numpy(hidden), dtype=np.float32) if hidden is not None else None,
+    )
+
+
+def as_numpy(values: Any) -> Any:
+    """A torch tensor as numpy; anything else as it is."""
+    detach = getattr(values, "detach", None)
+    return detach().cpu().numpy() if callable(detach) else values
+
+
+def token_advantages(advantages: Any, response_mask: Any) -> Any:
+    """One advantage per row on each of the row's response tokens (a tensor shaped like
+    ``response_mask``, of its float dtype or float32)."""
+    import torch
+
+    mask = torch.as_tensor(response_mask)
+    dtype = mask.dtype if mask.is_floating_point() else torch.float32
+    return torch.as_tensor(np.asarray(advantages), dtype=dtype).unsqueeze(-1) * mask
