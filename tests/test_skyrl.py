@@ -2,7 +2,7 @@
 and called through its own dispatch, ``ppo_utils.compute_advantages_and_returns``, they give our
 ``compute``'s values on every response token.
 
-skyrl-train 0.3.1 needs Python 3.12; ``.ci/skyrl`` makes its environment (the package without
+skyrl-train 0.3.1 needs Python 3.12; ``.ci/trainers`` makes its environment (the package without
 its GPU dependencies: the registry and the dispatch are plain Python)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 skyrl = pytest.importorskip(
-    "skyrl_train.utils.ppo_utils", reason="needs skyrl-train (Python 3.12; .ci/skyrl)"
+    "skyrl_train.utils.ppo_utils", reason="needs skyrl-train (Python 3.12; .ci/trainers)"
 )
 torch = pytest.importorskip("torch")
 
