@@ -30,6 +30,7 @@ from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 from agentbench_rl.envs.remote import ServerGone
 from agentbench_rl.extras import extra_of, install_hint, require
+from agentbench_rl.integrations.serving import DEFAULT_PORT
 from agentbench_rl.progress import console_for
 from agentbench_rl.spec.typed import one_line
 
@@ -283,7 +284,7 @@ def serve_env_command(
     host: Annotated[
         str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = DEFAULT_PORT,
     max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
     env_option: Annotated[
         list[str] | None,

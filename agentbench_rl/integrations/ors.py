@@ -49,13 +49,18 @@ from ors.types import ImageBlock, Split
 from pydantic import BaseModel, Field
 from starlette.types import Message, Scope, Send
 
-from agentbench_rl.core.net import free_port, listening_socket
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.integrations.guard import Guard, head_deadline_protocol
+from agentbench_rl.integrations.guard import Guard
+from agentbench_rl.integrations.serving import (
+    DEFAULT_PORT,
+    running,
+    serve_until_stopped,
+    uvicorn_server,
+)
 
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -354,13 +359,8 @@ def create_ors_app(
 def _uvicorn_server(
     spec: EnvSpec, host: str, port: int, log_level: str, limits: dict[str, Any]
 ) -> Any:
-    import uvicorn
-
-    head = head_deadline_protocol(limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S))
-    config = uvicorn.Config(
-        create_ors_app(spec, **limits), host=host, port=port, log_level=log_level, http=head
-    )
-    return uvicorn.Server(config)
+    timeout = limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S)
+    return uvicorn_server(create_ors_app(spec, **limits), host, port, log_level, timeout)
 
 
 @contextlib.contextmanager
@@ -368,34 +368,22 @@ def running_ors_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
     """An ORS server of ``spec``'s env on a free port of 127.0.0.1, in a thread, for as long as
     the ``with`` block runs; yields its URL (``ors+http://127.0.0.1:PORT``, what ``eval
     --env-server`` takes)."""
-    import time
 
-    port = free_port()
-    server = _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
-    thread = threading.Thread(target=server.run, name="agentbench-serve-ors", daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise ConnectionError(f"the ORS server of {spec.name} did not start on port {port}")
-        time.sleep(0.01)
-    try:
+    def make(port: int) -> Any:
+        return _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
+
+    with running(make, f"{spec.name} ORS") as port:
         yield f"ors+http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def serve_ors(
     spec: EnvSpec,
     host: str = "127.0.0.1",
-    port: int = 8000,
+    port: int = DEFAULT_PORT,
     ready: Callable[[str], None] | None = None,
     **limits: Any,
 ) -> None:
     """Serve ``spec``'s env over ORS until interrupted (the app built and the address bound
     before ``ready(url)`` is called)."""
     server = _uvicorn_server(spec, host, port, "warning", limits)
-    listener = listening_socket(host, port)
-    if ready is not None:
-        ready(f"ors+http://{host}:{listener.getsockname()[1] if port == 0 else port}")
-    server.run(sockets=[listener])
+    serve_until_stopped(server, host, port, lambda bound: f"ors+http://{host}:{bound}", ready)

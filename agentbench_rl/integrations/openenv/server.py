@@ -40,14 +40,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Scope, Send
 
-from agentbench_rl.core.net import free_port, listening_socket
 from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import PASSED_ERRORS, encode_step
 from agentbench_rl.envs.spec import EnvSpec
-from agentbench_rl.integrations.guard import Guard, check_session_limits, head_deadline_protocol
+from agentbench_rl.integrations.guard import Guard, check_session_limits
+from agentbench_rl.integrations.serving import (
+    DEFAULT_PORT,
+    running,
+    serve_until_stopped,
+    uvicorn_server,
+)
 
-DEFAULT_PORT = 8000
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_MAX_DETACHED_SESSIONS = 4
 DEFAULT_IDLE_TIMEOUT_S = 600.0
@@ -325,19 +329,12 @@ def running_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
         ...     env.reset(seed=0, options={"task_id": "test-0000"})[1]["task_id"]
         'test-0000'
     """
-    port = free_port()
-    server = _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
-    thread = threading.Thread(target=server.run, name="agentbench-serve-env", daemon=True)
-    thread.start()
-    while not server.started:
-        if not thread.is_alive():
-            raise ConnectionError(f"the server of {spec.name} did not start on port {port}")
-        time.sleep(0.01)
-    try:
+
+    def make(port: int) -> Any:
+        return _uvicorn_server(spec, "127.0.0.1", port, "error", limits)
+
+    with running(make, f"{spec.name} env") as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def serve(
@@ -352,10 +349,7 @@ def serve(
     ``ready(url)`` is called (the command prints "serving ..." there), and a client may
     connect as soon as it is."""
     server = _uvicorn_server(spec, host, port, "warning", limits)
-    listener = listening_socket(host, port)
-    if ready is not None:
-        ready(f"http://{host}:{listener.getsockname()[1] if port == 0 else port}")
-    server.run(sockets=[listener])
+    serve_until_stopped(server, host, port, lambda bound: f"http://{host}:{bound}", ready)
 
 
 def _uvicorn_server(
@@ -363,15 +357,10 @@ def _uvicorn_server(
 ) -> Any:
     """uvicorn serving :func:`create_server_app` with ``limits``; its WebSocket frames are
     bounded by the same message size as the app's."""
-    import uvicorn
-
     app = create_server_app(spec, **limits)
     size = limits.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
-    head = head_deadline_protocol(limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S))
-    config = uvicorn.Config(
-        app, host=host, port=port, ws_max_size=size, log_level=log_level, http=head
-    )
-    return uvicorn.Server(config)
+    timeout = limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S)
+    return uvicorn_server(app, host, port, log_level, timeout, ws_max_size=size)
 
 
 __all__ = [
