@@ -25,6 +25,8 @@ OPTIONAL = (
     "openenv",  # the served envs' examples run in the openenv environment (tests/test_openenv.py)
     "ors",  # the Open Reward Standard's server, likewise (tests/test_ors.py)
     "trl",  # TRL's trainer with our credit, likewise (tests/test_trl.py)
+    "trinity",  # Trinity-RFT's registry, in .ci/trainers' environment (tests/test_trinity.py)
+    "skyrl_train",  # SkyRL's registry, likewise (tests/test_skyrl.py)
 )
 
 MODULES = sorted(
