@@ -44,7 +44,10 @@ def test_permuting_the_rows_permutes_the_advantages(
     random.shuffle(permutation)
     original = advantages(name, batch)
     permuted = advantages(name, batch.take(permutation))
-    np.testing.assert_allclose(permuted, original[permutation], rtol=1e-9, atol=1e-9)
+    # Row order changes only rounding: of sums (1e-16 relative) and of the graph estimators'
+    # linear solves, both amplified where a set's spread is ~0 by the std floor (1e-6): CRBC
+    # gave 2.2e-9 on a hypothesis draw where exact arithmetic gives 0 (a rounding, not an order)
+    np.testing.assert_allclose(permuted, original[permutation], rtol=1e-9, atol=1e-7)
 
 
 @settings(max_examples=40, deadline=None)

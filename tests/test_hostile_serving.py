@@ -109,7 +109,6 @@ def test_an_entry_link_opens_a_listing_of_its_own_files(base_url: str, board: Pa
         "{filed}/leak.txt",  # a symlink to a file outside the root
         "{filed}/leak-dir/secret.txt",  # through a symlinked folder
         "site/",
-        "",
         ".hidden",
         "../secret.txt",
         "%2e%2e/secret.txt",

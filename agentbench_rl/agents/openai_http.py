@@ -289,8 +289,8 @@ class ChatClient:
                 raise
             except (OSError, http.client.HTTPException) as error:
                 self._drop(connection)
-                if expired.is_set():
-                    break
+                if expired.is_set() or isinstance(error, TimeoutError):
+                    break  # the deadline: the socket's own timeout may fire before the watchdog
                 if self._cancelled.is_set():
                     raise ServerError("cancelled") from None
                 stale = isinstance(
