@@ -8,6 +8,10 @@
   driver writes it, :mod:`agentbench_rl.spec.journal` and the results folder read it).
 - :class:`MetricsRow`: a row of a training run's ``metrics.jsonl`` (the trainer writes it,
   :mod:`agentbench_rl.spec.run_folder` reads it).
+- :class:`CreditSetMeta`: a credit set's ``set.json`` (``bench fidelity --export-set`` and
+  ``bench credit-set`` write it, ``bench credit`` and the estimators board read it, all through
+  :mod:`agentbench_rl.bench.credit.sets`), its settings naming the policy that played the batch
+  by one key, :data:`POLICY_KEY`.
 
 The rows are ``TypedDict``s: they are written to files and sent between processes as the dicts
 they are, so a typed dict types them where they are born at no cost and leaves the formats on
@@ -114,6 +118,41 @@ MetricsRow = TypedDict(
     },
     total=False,
 )
+
+
+class CreditSetMeta(TypedDict):
+    """A credit set's ``set.json`` (:mod:`agentbench_rl.bench.credit.sets` documents each
+    field): what the set is, how it was made and the checksum of its arrays."""
+
+    schema: int
+    name: str
+    kind: str  # "monte-carlo" or "exact"
+    rows: int
+    tasks: int
+    trajectories: int
+    success_rate: float
+    noise_share: float
+    columns: list[str]
+    settings: dict[str, Any]  # env, split, tasks, group size, POLICY_KEY, seed, K, gamma, ...
+    hidden: dict[str, Any] | None
+    made: dict[str, Any]
+    sha256: str
+
+
+#: The key of a credit set's settings that names the policy that played its batch (a real env's
+#: agent spec, or the MDP testbed's initial policy); sets made before it was one key say
+#: ``policy`` for the MDP sets (:func:`set_settings` reads them so).
+POLICY_KEY = "agent"
+
+
+def set_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A credit set's settings with its policy under :data:`POLICY_KEY`.
+
+    Example:
+        >>> set_settings({"env": "mdp:detours", "policy": "π₀", "gamma": 0.95})
+        {'env': 'mdp:detours', 'agent': 'π₀', 'gamma': 0.95}
+    """
+    return {("agent" if key == "policy" else key): value for key, value in settings.items()}
 
 
 def with_figures(row: MetricsRow, figures: Mapping[str, Any]) -> MetricsRow:

@@ -44,6 +44,7 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.text import without_machine_paths
+from agentbench_rl.spec.records import POLICY_KEY, CreditSetMeta, set_settings
 
 SCHEMA = 1
 META_FILE = "set.json"
@@ -167,22 +168,22 @@ def write_set(credit: CreditSet, folder: Path) -> None:
     np.savez_compressed(buffer, **arrays)  # type: ignore[arg-type]
     data = buffer.getvalue()
     atomic_write_bytes(folder / ARRAYS_FILE, data)
-    meta = {
-        "schema": SCHEMA,
-        "name": credit.name,
-        "kind": credit.kind,
-        "rows": len(credit.batch),
-        "tasks": int(credit.batch.n_groups),
-        "trajectories": int(credit.batch.n_trajs),
-        "success_rate": credit.success_rate,
-        "noise_share": credit.noise_share,
-        "columns": sorted(arrays),
+    meta = CreditSetMeta(
+        schema=SCHEMA,
+        name=credit.name,
+        kind=credit.kind,
+        rows=len(credit.batch),
+        tasks=int(credit.batch.n_groups),
+        trajectories=int(credit.batch.n_trajs),
+        success_rate=credit.success_rate,
+        noise_share=credit.noise_share,
+        columns=sorted(arrays),
         # what a reader needs: no path of the machine that made it
-        "settings": _portable(credit.settings),
-        "hidden": credit.hidden,
-        "made": _portable(credit.made),
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
+        settings=_portable(credit.settings),
+        hidden=credit.hidden,
+        made=_portable(credit.made),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
     atomic_write_text(
         folder / META_FILE, json.dumps(meta, indent=1, allow_nan=True, ensure_ascii=False) + "\n"
     )
@@ -241,6 +242,7 @@ def read_set(folder: Path) -> CreditSet:
     settings = meta.get("settings") or {}
     if not isinstance(settings, dict):
         raise CreditSetError(f"{meta_path}: 'settings' must be an object")
+    settings = set_settings(settings)
     gamma = settings.get("gamma")
     if not isinstance(gamma, int | float) or not 0.0 <= gamma <= 1.0:  # NaN fails too
         raise CreditSetError(f"{meta_path}: settings.gamma must be a number in [0, 1]")
@@ -386,7 +388,7 @@ def mdp_set(
         value_standard_error=np.zeros(len(batch)),
         settings={
             "env": f"mdp:{mdp_name}",
-            "policy": "π₀ (the testbed's initial policy)",
+            POLICY_KEY: "π₀ (the testbed's initial policy)",
             "tasks": tasks,
             "group_size": group_size,
             "seed": seed,
