@@ -38,6 +38,11 @@ from agentbench_rl.extras import require
 from agentbench_rl.spec.run_folder import RunFolder
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
+# One thread, as the runs were recorded and as bit-for-bit reruns need (docs/training.md). torch
+# otherwise takes every core, and beside other jobs its threads contend: the likely cause of a
+# warm start at 7-26 s a step where the recorded run took 0.48 s (not re-measured). Set before
+# torch is imported.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: Everything that sets this run's numbers (recorded in OUT/config.json).
 SETTINGS: dict[str, Any] = {
@@ -218,7 +223,7 @@ def train(out: Path, server: str | None, settings: dict[str, Any], estimator: st
     tokenizer.save_pretrained(str(out / "model"))
     trainer.state.save_to_json(str(out / "trainer_state.json"))
     versions = {"trl": trl.__version__, "transformers": transformers.__version__,
-                "torch": torch.__version__}  # fmt: skip
+                "torch": torch.__version__, "torch_threads": torch.get_num_threads()}  # fmt: skip
     record = {"settings": settings, "estimator": estimator, "server": server is not None,
               "versions": versions}  # fmt: skip
     (out / "config.json").write_text(json.dumps(record, indent=1) + "\n")
