@@ -304,9 +304,10 @@ def test_the_whole_eval_process_ends_at_the_agents_deadline(tmp_path: Path) -> N
     answer within 5 s" but exited only when the dripping server stopped, at 63.6 s."""
     with hostile_server(models_then(drip_for_a_minute)) as url:
         began = time.monotonic()
+        agent = f"openai:{url}#m?timeout=5&retries=0"
+        out = str(tmp_path / "out")
         done = subprocess.run(
-            [*CLI_EVAL, f"openai:{url}#m?timeout=5&retries=0", "--env", "sokoban"]
-            + ["--limit", "1", "--out", str(tmp_path / "out")],
+            [*CLI_EVAL, agent, "--env", "sokoban", "--limit", "1", "--out", out],
             capture_output=True,
             text=True,
             timeout=100,
