@@ -10,6 +10,7 @@ is read unpinned, and ``bench credit``'s card says so.
 from __future__ import annotations
 
 PINS: dict[str, str] = {
+    "alfworld-drrn-mid": "84182ca5dc88c15403a1f09a871397a17b31b5f3faef88808403c089b42c6c31",
     "alfworld-drrn-start": "31645e5c37ab1d42025e50040428b49c471a645c6c3d1599424c0ad536b74229",
     "alfworld-seen-undo-expert": "bfbf6220f2d4f34ab4bd754e272d5a6c4045790156108d68d67032e977e3ec69",
     "alfworld-tiny": "88b61cca78caffeb5edd9f5e9b2e4721933330e1c448fae73b34be7c9b163c16",
