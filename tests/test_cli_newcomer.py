@@ -81,6 +81,13 @@ def test_default_split_is_the_envs_evaluation_split(tmp_path: Path) -> None:
     assert "json_2.1.1/valid_seen" in alfworld.stderr and "has no split" not in alfworld.stderr
 
 
+def interruptible() -> None:
+    """In the child before it runs: Ctrl-C as a terminal gives it. A test run started in the
+    background (``python -m pytest &``) ignores SIGINT, and a child inherits that: Python then
+    never installs its KeyboardInterrupt, and the run plays on."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_says_how_to_continue(tmp_path: Path) -> None:
     (tmp_path / "slow.py").write_text(
         "import time\ndef act(obs, info):\n    time.sleep(0.2)\n"
@@ -94,6 +101,7 @@ def test_ctrl_c_says_how_to_continue(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (tmp_path / "r" / "agent.json").exists():

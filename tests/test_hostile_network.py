@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from test_cli_newcomer import interruptible  # Ctrl-C as a terminal gives it, in a child
 
 from agentbench_rl.agents.openai_http import (
     MAX_ANSWER_BYTES,
@@ -243,6 +244,7 @@ def test_ctrl_c_with_concurrent_requests_stops_at_once(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
             cwd=REPO_ROOT,
+            preexec_fn=interruptible,
         )
         try:
             assert arrived.acquire(timeout=60) and arrived.acquire(timeout=30)  # two in flight
