@@ -21,7 +21,7 @@ from agentbench_rl.estimators import REGISTRY, StepBatch, compute
 from agentbench_rl.estimators.common import episode_scores, step_returns
 
 torch = pytest.importorskip("torch")
-from agentbench_rl.integrations import verl_agent  # noqa: E402
+from agentbench_rl.integrations import token_rows, verl_agent  # noqa: E402
 
 TOKENS = 3
 
@@ -86,7 +86,7 @@ def test_every_estimator_behind_verl_agents_signature_equals_the_step_batch_path
         if "lone_row" in REGISTRY[name].params:
             params["lone_row"] = "score"
         # the drop-in's own batch: the same rows, ids joined, the last step's next node its own
-        ours = compute(name, verl_agent.step_batch_of(*args[:2], *args[3:], gamma=gamma,
+        ours = compute(name, token_rows.step_batch_of(*args[:2], *args[3:], gamma=gamma,
                                                       **extra), **params).advantages  # fmt: skip
         np.testing.assert_allclose(advantages[:, 0].numpy(), ours, rtol=0, atol=1e-10)
         if name not in ("graphgpo",):  # its last-step node differs: the batch's own next key

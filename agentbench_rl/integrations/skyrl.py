@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from agentbench_rl.estimators import EstimatorSpec, available, resolve
-from agentbench_rl.integrations.token_rows import as_numpy, step_batch_of, token_advantages
+from agentbench_rl.estimators import available, resolve
+from agentbench_rl.integrations.token_rows import as_numpy, row_advantages, token_advantages
 
 PREFIX = "agentbench_"
 #: What SkyRL's dispatch passes to every estimator (read by its own GAE, GRPO and RLOO).
@@ -77,19 +77,18 @@ def skyrl_estimator(name: str) -> Callable[..., tuple[Any, Any]]:
             raise ValueError(
                 f"{PREFIX}{name}: traj_index needs anchor_obs and step_rewards beside it"
             )
-        gamma = float(params.get("gamma", declared.defaults.get("gamma", 0.95)))
-        batch = step_batch_of(
+        advantages = row_advantages(
+            name,
+            params,
             token_level_rewards,
             step_rewards,
             anchor_obs,
             index,
             traj_index,
-            gamma=gamma,
             actions=actions,
             valid=valid,
             hidden=hidden,
         )
-        advantages = EstimatorSpec(name, params).compute(batch).advantages
         scores = token_advantages(advantages, response_mask)
         return scores, scores
 

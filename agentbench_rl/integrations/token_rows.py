@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from agentbench_rl.core.batch import StepBatch
+from agentbench_rl.estimators import EstimatorSpec, resolve
 
 SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
 
@@ -95,3 +96,38 @@ def token_advantages(advantages: Any, response_mask: Any) -> Any:
     mask = torch.as_tensor(response_mask)
     dtype = mask.dtype if mask.is_floating_point() else torch.float32
     return torch.as_tensor(np.asarray(advantages), dtype=dtype).unsqueeze(-1) * mask
+
+
+def estimator_gamma(name: str, params: dict[str, Any]) -> float:
+    """The discount the rows' step returns are read with: the estimator's ``gamma``, given or
+    its default (0.95 for one that does not discount)."""
+    return float(params.get("gamma", resolve(name).defaults.get("gamma", 0.95)))
+
+
+def row_advantages(
+    name: str,
+    params: dict[str, Any],
+    token_level_rewards: Any,
+    step_rewards: Any,
+    anchor_obs: Any,
+    index: Any,
+    traj_index: Any,
+    *,
+    actions: Any = None,
+    valid: Any = None,
+    hidden: Any = None,
+) -> np.ndarray:
+    """Estimator ``name`` with ``params`` on the rows (:func:`step_batch_of`): one advantage
+    per row."""
+    batch = step_batch_of(
+        token_level_rewards,
+        step_rewards,
+        anchor_obs,
+        index,
+        traj_index,
+        gamma=estimator_gamma(name, params),
+        actions=actions,
+        valid=valid,
+        hidden=hidden,
+    )
+    return np.asarray(EstimatorSpec(name, params).compute(batch).advantages)

@@ -36,9 +36,9 @@ import torch
 from trinity.algorithm.advantage_fn import ADVANTAGE_FN, AdvantageFn
 from trinity.buffer.operators import ExperienceOperator
 
-from agentbench_rl.estimators import EstimatorSpec, available, resolve
+from agentbench_rl.estimators import EstimatorSpec, available
 from agentbench_rl.estimators.common import dose
-from agentbench_rl.integrations.token_rows import step_batch_of
+from agentbench_rl.integrations.token_rows import estimator_gamma, step_batch_of
 
 PREFIX = "agentbench_"
 STATE_KEY = "env_state_hash"
@@ -62,8 +62,7 @@ class StepCreditAdvantageFn(AdvantageFn, ExperienceOperator):
     def process(self, exps: list[Any]) -> tuple[list[Any], dict[str, float]]:
         if not exps:
             return [], {}
-        declared = resolve(self.estimator)
-        gamma = float(self.params.get("gamma", declared.defaults.get("gamma", 0.95)))
+        gamma = estimator_gamma(self.estimator, self.params)
         order = sorted(range(len(exps)), key=lambda i: int(exps[i].eid.step))  # step-major
         rows = [exps[i] for i in order]
         rewards = _step_rewards(rows)

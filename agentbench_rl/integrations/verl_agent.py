@@ -54,8 +54,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from agentbench_rl.estimators import EstimatorSpec, resolve
-from agentbench_rl.integrations.token_rows import step_batch_of, token_advantages
+from agentbench_rl.estimators import resolve
+from agentbench_rl.integrations.token_rows import row_advantages, token_advantages
 
 MODES = {"mean_norm": "mean", "mean_std_norm": "mean_std"}
 #: The parameter ``step_advantage_w`` sets, by estimator. CRBC is not one: its step weight's
@@ -106,19 +106,18 @@ def outcome_advantage(
         raise ValueError(f"verl-agent drop-in: {name} has no step weight ({step_advantage_w})")
     if "lone_row" in declared.params:
         params.setdefault("lone_row", "score")
-    gamma = float(params.get("gamma", declared.defaults.get("gamma", 0.95)))
-    batch = step_batch_of(
+    advantages = row_advantages(
+        name,
+        params,
         token_level_rewards,
         step_rewards,
         anchor_obs,
         index,
         traj_index,
-        gamma=gamma,
         actions=actions,
         valid=valid,
         hidden=hidden,
     )
-    advantages = EstimatorSpec(name, params).compute(batch).advantages
     scores = token_advantages(advantages, response_mask)
     return scores, scores
 
