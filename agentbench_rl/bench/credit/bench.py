@@ -17,7 +17,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -294,16 +294,7 @@ def markdown(report: Report) -> str:
         "| estimator | " + " | ".join(names) + " |",
         "|---" * (len(names) + 1) + "|",
     ]
-    for estimator in report.estimators():
-        cells = []
-        for name in names:
-            entry = report.find(estimator, name)
-            if entry is None or entry.dose is None or entry.effective is None:
-                cells.append("–")
-            else:
-                cells.append(f"{entry.dose:.2f} / {entry.effective:.2f}")
-        if any(cell != "–" for cell in cells):
-            lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    lines += _per_set_rows(report, names, _dose_cell)
     lines += ["", "## Pearson by part (mean over the sets that have the part)", ""]
     lines.append("| estimator | " + " | ".join(PARTS) + " |")
     lines.append("|---" * (len(PARTS) + 1) + "|")
@@ -356,15 +347,31 @@ def _drop_one_lines(report: Report, names: Sequence[str]) -> list[str]:
         "| estimator | " + " | ".join(names) + " |",
         "|---" * (len(names) + 1) + "|",
     ]
+    return lines + _per_set_rows(report, names, _drop_one_cell)
+
+
+def _per_set_rows(
+    report: Report, names: Sequence[str], cell: Callable[[Score | None], str]
+) -> list[str]:
+    """A table row per estimator, a cell per set (``–`` where ``cell`` has nothing); an
+    estimator with nothing on any set is left out."""
+    rows = []
     for estimator in report.estimators():
-        cells = []
-        for name in names:
-            entry = report.find(estimator, name)
-            span = entry.drop_one if entry is not None else None
-            cells.append("–" if span is None else f"{span[0]:.2f}, {span[1]:.2f}")
-        if any(cell != "–" for cell in cells):
-            lines.append(f"| {estimator} | " + " | ".join(cells) + " |")
-    return lines
+        cells = [cell(report.find(estimator, name)) for name in names]
+        if any(value != "–" for value in cells):
+            rows.append(f"| {estimator} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _dose_cell(entry: Score | None) -> str:
+    if entry is None or entry.dose is None or entry.effective is None:
+        return "–"
+    return f"{entry.dose:.2f} / {entry.effective:.2f}"
+
+
+def _drop_one_cell(entry: Score | None) -> str:
+    span = entry.drop_one if entry is not None else None
+    return "–" if span is None else f"{span[0]:.2f}, {span[1]:.2f}"
 
 
 def _count_lines(report: Report) -> list[str]:
