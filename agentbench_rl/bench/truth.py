@@ -73,6 +73,7 @@ from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch, StepRecord
 from agentbench_rl.core.hashing import seed_from, tuple_hash
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
+from agentbench_rl.core.text import portable_values
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve
@@ -1113,7 +1114,9 @@ def plot(payload: dict[str, Any], path: Path) -> None:
 
 
 def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
-    """Print the overall table; write the Markdown, the per-row CSV, the JSON and the plot."""
+    """Print the overall table; write the Markdown, the per-row CSV, the JSON and the plot (the
+    settings without this machine's paths: a reader elsewhere could not use them)."""
+    payload = {**payload, "settings": portable_values(payload["settings"])}
     table = Table(
         title=f"Advantage fidelity on {payload['settings']['env']} against the Monte-Carlo truth",
         box=box.SIMPLE_HEAD,

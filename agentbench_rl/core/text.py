@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 
 def printable(text: str) -> str:
@@ -51,3 +52,19 @@ def without_machine_paths(text: str, root: str | None = None) -> str:
         return f"<local>/{path.rsplit('/', 1)[-1]}"
 
     return _ABSOLUTE_PATH.sub(portable, text)
+
+
+def portable_values(value: Any) -> Any:
+    """``value`` (JSON: a record's settings) with :func:`without_machine_paths` on every string.
+
+    Example:
+        >>> portable_values({"data_dir": "/tmp/ws", "k": [1, "a"]})
+        {'data_dir': '<local>/ws', 'k': [1, 'a']}
+    """
+    if isinstance(value, str):
+        return without_machine_paths(value)
+    if isinstance(value, dict):
+        return {key: portable_values(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [portable_values(item) for item in value]
+    return value

@@ -43,7 +43,7 @@ from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.jsonfile import read_json
-from agentbench_rl.core.text import without_machine_paths
+from agentbench_rl.core.text import portable_values
 from agentbench_rl.spec.records import POLICY_KEY, CreditSetMeta, set_settings
 
 SCHEMA = 1
@@ -179,25 +179,14 @@ def write_set(credit: CreditSet, folder: Path) -> None:
         noise_share=credit.noise_share,
         columns=sorted(arrays),
         # what a reader needs: no path of the machine that made it
-        settings=_portable(credit.settings),
+        settings=portable_values(credit.settings),
         hidden=credit.hidden,
-        made=_portable(credit.made),
+        made=portable_values(credit.made),
         sha256=hashlib.sha256(data).hexdigest(),
     )
     atomic_write_text(
         folder / META_FILE, json.dumps(meta, indent=1, allow_nan=True, ensure_ascii=False) + "\n"
     )
-
-
-def _portable(value: Any) -> Any:
-    """``value`` (JSON) with every string's machine paths made portable."""
-    if isinstance(value, str):
-        return without_machine_paths(value)
-    if isinstance(value, dict):
-        return {key: _portable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_portable(item) for item in value]
-    return value
 
 
 def _trajectory_success(batch: StepBatch) -> np.ndarray:
