@@ -16,7 +16,7 @@ import what they run only when called, so ``import agentbench_rl`` stays light.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,19 +37,8 @@ def evaluate(
     env: str | EnvSpec,
     agent: str | Callable[..., Any],
     *,
-    split: str | None = None,
-    seeds: Sequence[int] = (0,),
-    limit: int | None = None,
-    max_steps: int | None = None,
-    env_options: Mapping[str, Any] | None = None,
-    categories: Sequence[str] = (),
     out: str | Path | None = None,
-    workers: int = 1,
-    batch_size: int | None = None,
-    concurrency: int = 1,
-    resume: bool = False,
-    env_server: str | None = None,
-    save_trajectories: bool = False,
+    **inputs: Any,
 ) -> Evaluation:
     """Evaluate ``agent`` on every task of a split (a seeded sample of ``limit`` of them), once
     per seed, as ``agentbench-rl eval`` does; returns the run's summary, typed
@@ -57,13 +46,15 @@ def evaluate(
     ``.per_category``, ...), and writes the results folder ``out`` (default
     ``results/<env>-<split>-<agent>``).
 
-    ``env`` is a name (``"sokoban"``, or a Gymnasium id) with ``split`` (default: the env's
-    evaluation split), ``env_options``, ``categories`` and ``max_steps``, or a whole
+    ``env`` is a name (``"sokoban"``, or a Gymnasium id) or a whole
     :class:`~agentbench_rl.envs.spec.EnvSpec`. ``agent`` is an agent spec (``"random"``,
     ``"hf:FOLDER"``, ``"openai:URL#MODEL"``, ``"python:module:callable"``) or a module-level
     function ``(observation, info) -> action text`` (recorded as its ``python:`` spec, so the
-    results name what played). Workers, batching, concurrency, a served env and resuming change
-    no number.
+    results name what played). The keywords are ``eval``'s options, named as its record keys
+    (``split``, ``seeds``, ``limit``, ``categories``, ``max_steps``, ``env_kwargs``,
+    ``workers``, ...; ``env_options`` is an old name of ``env_kwargs``), read by the same reader
+    (:func:`~agentbench_rl.harness.config.read_evaluation`), so a bad one is the same one line.
+    Workers, batching, concurrency, a served env and resuming change no number.
 
     Example:
         >>> import tempfile
@@ -71,42 +62,31 @@ def evaluate(
         ...                   out=Path(tempfile.mkdtemp()) / "run")
         >>> result.success.mean, result.n_episodes
         (1.0, 3)
+        >>> evaluate("sokoban", "expert", limt=3)
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown option 'limt' (did you mean 'limit'?)
     """
-    from agentbench_rl.envs import evaluation_split
     from agentbench_rl.envs.spec import EnvSpec
-    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.config import read_evaluation
     from agentbench_rl.harness.evaluate import evaluate as run_evaluation
     from agentbench_rl.spec.records import Evaluation
 
-    if isinstance(env, str):
-        env = EnvSpec(
-            name=env,
-            split=split if split is not None else evaluation_split(env),
-            kwargs=dict(env_options or {}),
-            categories=tuple(categories),
-            max_steps=max_steps,
-        )
-    elif split is not None or env_options or categories or max_steps is not None:
-        raise ValueError("evaluate: give the split, options and categories in the EnvSpec")
     spec = agent if isinstance(agent, str) else _python_spec(agent)
-    config = EvalConfig(
-        env=env,
-        agent=spec,
-        seeds=list(seeds),
-        limit=limit,
-        save_trajectories=save_trajectories,
-    )
-    options = RunOptions(
-        workers=workers,
-        batch_size=batch_size,
-        concurrency=concurrency,
-        resume=resume,
-        env_server=env_server,
-    )
-    if out is None:
-        label = spec.replace(":", "_").replace("/", "_")
-        out = Path("results") / f"{env.name}-{env.split}-{label}"
-    return Evaluation.of(run_evaluation(config, Path(out), options))
+    if isinstance(env, EnvSpec):
+        given = [key for key in _env_keys() if inputs.get(key) is not None and key != "env"]
+        if given:
+            raise ValueError(f"evaluate: give {given[0]} in the EnvSpec, not beside it")
+    config, options = read_evaluation({**inputs, "env": env, "agent": spec})
+    folder = Path(out) if out is not None else config.default_folder()
+    return Evaluation.of(run_evaluation(config, folder, options))
+
+
+def _env_keys() -> list[str]:
+    """The keywords that declare the env (an ``EnvSpec`` given whole declares them itself)."""
+    from agentbench_rl.envs.spec import EnvSpec
+
+    return [name for door in EnvSpec.doors() for name in (door.name, *door.aliases)]
 
 
 def run_training(

@@ -10,11 +10,12 @@ problem, never a traceback: commands raise, and :func:`main` alone turns
 from __future__ import annotations
 
 import errno
+import functools
 import inspect
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,13 +26,17 @@ from pydantic import ValidationError
 from rich.markup import escape
 
 from agentbench_rl.bench.limits import TRUTH_LIMITS
+from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.core.text import printable
 from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 from agentbench_rl.envs.remote import ServerGone
+from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import extra_of, install_hint, require
+from agentbench_rl.harness.config import EvalConfig, RunOptions
 from agentbench_rl.integrations.serving import DEFAULT_PORT
 from agentbench_rl.progress import console_for
+from agentbench_rl.spec.doors import Door
 from agentbench_rl.spec.typed import one_line
 
 #: The errors a command ends on with one line and exit status 2, wherever they are raised: bad
@@ -106,6 +111,64 @@ app.add_typer(leaderboard_app, name="leaderboard")
 typer.core.TyperOption.display_type_rich = lambda self, ctx: self.metavar  # type: ignore[method-assign]
 
 console = console_for(stderr=True)
+
+
+def with_doors(
+    *doors: Door, defaults: Mapping[str, Any] | None = None
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command whose options for ``doors`` are derived from the declarations' fields (one per
+    field: ``--name``, the field's description as help; each old name a hidden option), before
+    the command's own; the command gets what was given as ``inputs`` (name or old name -> value,
+    ``None`` where not given), for :func:`~agentbench_rl.spec.doors.read_inputs`. ``defaults``
+    are the command line's own defaults where a field has none (``eval --env`` is sokoban).
+    """
+    defaults = defaults or {}
+    options = [
+        option
+        for door in doors
+        for option in (
+            _door_option(door, door.name, defaults.get(door.name)),
+            *(_door_option(door, alias, None, hidden=True) for alias in door.aliases),
+        )
+    ]
+    names = [option.name for option in options]
+
+    def derive(command: Callable[..., None]) -> Callable[..., None]:
+        own = inspect.signature(command, eval_str=True).parameters
+
+        @functools.wraps(command)
+        def run(**given: Any) -> None:
+            command(inputs={name: given.pop(name) for name in names}, **given)
+
+        run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            options
+            + [
+                param.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+                for param in own.values()
+                if param.name != "inputs"
+            ]
+        )
+        return run
+
+    return derive
+
+
+def _door_option(door: Door, name: str, default: Any, hidden: bool = False) -> inspect.Parameter:
+    """The option ``--name`` of one door (a flag for true/false, repeatable for a list)."""
+    declared = typer.Option(
+        "--" + name.replace("_", "-"), help=door.help, hidden=hidden, show_default=not hidden
+    )
+    if door.value is bool:
+        annotation: Any = Annotated[bool, declared]
+        default = bool(default)
+    else:
+        value: Any = list[door.value] if door.many else door.value  # type: ignore[name-defined]
+        annotation = Annotated[value | None, declared]
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
 ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
 
 
@@ -147,56 +210,16 @@ def _line(label: str, message: str) -> None:
 
 
 @app.command("eval")
+@with_doors(
+    *EvalConfig.doors(), *RunOptions.doors(), defaults={"env": "sokoban", "agent": "random"}
+)
 def eval_command(
-    env: Annotated[str, typer.Option(help=f"{ENV_HELP}.")] = "sokoban",
-    agent: Annotated[
-        str,
-        typer.Option(
-            help="random, expert, rule (WebShop), hf:MODEL, openai:URL#MODEL, python:module:attr."
-        ),
-    ] = "random",
+    inputs: dict[str, Any],
     out: Annotated[
         Path | None,
         typer.Option(
             help="Results folder (episodes.csv, summary.json); default results/ENV-SPLIT-AGENT."
         ),
-    ] = None,
-    split: Annotated[
-        str | None,
-        typer.Option(
-            help="Standard split; default the env's evaluation split (test; ALFWorld valid_seen)."
-        ),
-    ] = None,
-    seeds: Annotated[
-        list[int] | None,
-        typer.Option(help="Seeds; repeat or list: --seeds 0 1 2 (default: 0)."),
-    ] = None,
-    workers: Annotated[int, typer.Option(help="Episode worker processes.")] = 1,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            help="Episodes stepped in lockstep per worker, one agent call per step "
-            "(hf: agents answer them in one forward). Default: the concurrency."
-        ),
-    ] = None,
-    concurrency: Annotated[
-        int, typer.Option(help="openai: agents: requests in flight at most.")
-    ] = 1,
-    limit: Annotated[
-        int | None, typer.Option(help="A seeded sample of N tasks, stratified by category.")
-    ] = None,
-    category: Annotated[
-        list[str] | None,
-        typer.Option(help="Only the split's tasks of this category (repeat for several)."),
-    ] = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue an interrupted run in OUT.")
-    ] = False,
-    max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
-    episodes_format: Annotated[str, typer.Option(help="csv or parquet.")] = "csv",
-    env_option: Annotated[
-        list[str] | None,
-        typer.Option(help="Env constructor argument KEY=VALUE (JSON value), repeatable."),
     ] = None,
     allow_modified_games: Annotated[
         bool,
@@ -207,58 +230,17 @@ def eval_command(
     debug: Annotated[
         bool, typer.Option("--debug", help="On an agent error, print its traceback.")
     ] = False,
-    save_trajectories: Annotated[
-        bool,
-        typer.Option(
-            "--save-trajectories", help="Write every step to OUT/trajectories (see view)."
-        ),
-    ] = False,
-    env_server: Annotated[
-        str | None,
-        typer.Option(
-            help="Play on the env served at this URL (serve-env); the same results as local."
-        ),
-    ] = None,
 ) -> None:
     """Evaluate an agent on every task of a standard split, once per seed."""
-    from agentbench_rl.envs import evaluation_split
     from agentbench_rl.harness.agent_errors import AgentError
-    from agentbench_rl.harness.config import EvalConfig, RunOptions
+    from agentbench_rl.harness.config import read_evaluation
     from agentbench_rl.harness.evaluate import evaluate
-    from agentbench_rl.spec.assignments import parse_assignments
 
+    if allow_modified_games:
+        inputs["env_kwargs"] = [*(inputs["env_kwargs"] or []), "allow_modified_games=true"]
+    config, options = read_evaluation(inputs)
+    out = out if out is not None else config.default_folder()
     try:
-        if split is None:
-            split = evaluation_split(env)
-        env_kwargs = parse_assignments(env_option or [], "--env-option")
-        if allow_modified_games:
-            env_kwargs["allow_modified_games"] = True
-        config = EvalConfig.read(
-            {
-                "env": env,
-                "split": split,
-                "agent": agent,
-                "seeds": list(seeds) if seeds else [0],
-                "limit": limit,
-                "categories": list(category) if category else None,
-                "max_steps": max_steps,
-                "episodes_format": episodes_format,
-                "env_kwargs": env_kwargs,
-                "save_trajectories": save_trajectories,
-            }
-        )
-        options = RunOptions.read(
-            {
-                "workers": workers,
-                "resume": resume,
-                "batch_size": batch_size,
-                "concurrency": concurrency,
-                "env_server": env_server,
-            }
-        )
-        if out is None:
-            agent_label = agent.replace(":", "_").replace("/", "_")
-            out = Path("results") / f"{config.env.name}-{split}-{agent_label}"
         summary = evaluate(config, out, options, console=console)
     except AgentError as problem:
         if debug:
@@ -269,27 +251,31 @@ def eval_command(
 
     print_summary(summary, console_for())
     console.print(
-        escape(f"results in {out}/ (episodes.{episodes_format}, summary.json)"),
+        escape(f"results in {out}/ (episodes.{config.episodes_format}, summary.json)"),
         highlight=False,
         soft_wrap=True,
     )
 
 
+#: The env fields ``serve-env`` takes no option for, with the reason (the doors' conformance test
+#: reads this).
+SERVE_ENV_INTERNAL = {
+    "categories": "a server serves its split whole; a client chooses the tasks it plays",
+    "panel": "a training run's fixed tasks, set by the trainer",
+}
+
+
 @app.command("serve-env")
+@with_doors(
+    *EnvSpec.doors(*(name for name in EnvSpec.model_fields if name not in SERVE_ENV_INTERNAL)),
+    defaults={"env": "sokoban"},
+)
 def serve_env_command(
-    env: Annotated[str, typer.Option(help=f"{ENV_HELP}.")] = "sokoban",
-    split: Annotated[
-        str | None, typer.Option(help="Standard split; default the env's evaluation split.")
-    ] = None,
+    inputs: dict[str, Any],
     host: Annotated[
         str, typer.Option(help="Address to bind (127.0.0.1: this machine only).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port.")] = DEFAULT_PORT,
-    max_steps: Annotated[int | None, typer.Option(help="Override the env's step limit.")] = None,
-    env_option: Annotated[
-        list[str] | None,
-        typer.Option(help="Env constructor argument KEY=VALUE (JSON value), repeatable."),
-    ] = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -320,21 +306,14 @@ def serve_env_command(
 ) -> None:
     """Serve an env over OpenEnv's protocol or the Open Reward Standard (the openenv extra)."""
     from agentbench_rl.core.net import is_loopback
-    from agentbench_rl.envs import evaluation_split
-    from agentbench_rl.envs.spec import EnvSpec
-    from agentbench_rl.spec.assignments import parse_assignments
+    from agentbench_rl.spec.doors import read_inputs
 
     if protocol not in ("openenv", "ors"):
         raise ValueError(f"--protocol {protocol!r} (choose from openenv, ors)")
     require(protocol, "serve-env")
     from agentbench_rl.integrations.guard import check_session_limits, server_token
 
-    spec = EnvSpec(
-        name=env,
-        split=split or evaluation_split(env),
-        kwargs=parse_assignments(env_option or [], "--env-option"),
-        max_steps=max_steps,
-    )
+    spec, _ = EnvSpec.from_record(read_inputs(EnvSpec.doors(), inputs))
     secret = server_token(token)
     check_session_limits(max_sessions, max_detached_sessions)
 
@@ -482,7 +461,6 @@ def verl_data_command(
     ] = None,
 ) -> None:
     """Write a split's task list as verl's parquet dataset (one row per task)."""
-    from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.integrations.verl.data import write_split
 
     if out.is_dir():
@@ -649,40 +627,13 @@ def bench_estimators(
 
 
 @bench_app.command("fidelity")
+@with_doors(*TruthSettings.doors(), defaults={"agent": "random", "split": "train"})
 def bench_fidelity(
+    inputs: dict[str, Any],
     seeds: Annotated[int, typer.Option(min=1, max=1000, help="Seeds per MDP (exact MDPs).")] = 20,
     out: Annotated[Path, typer.Option(help="Folder for the tables and the PNG.")] = Path(
         "fidelity"
     ),
-    env: Annotated[
-        str | None,
-        typer.Option(help="A real env: score against a Monte-Carlo truth instead of the MDPs."),
-    ] = None,
-    agent: Annotated[str, typer.Option(help="The policy (--env): any agent spec.")] = "random",
-    split: Annotated[str, typer.Option(help="The split the tasks come from (--env).")] = "train",
-    category: Annotated[
-        list[str] | None,
-        typer.Option(help="Draw the tasks from this category only (--env; repeat for several)."),
-    ] = None,
-    tasks: Annotated[
-        int, typer.Option(min=1, max=TRUTH_LIMITS["tasks"], help="Tasks in the batch (--env).")
-    ] = 8,
-    group_size: Annotated[
-        int,
-        typer.Option(min=1, max=TRUTH_LIMITS["group_size"], help="Trajectories per task (--env)."),
-    ] = 8,
-    continuations: Annotated[
-        int,
-        typer.Option(
-            min=2,
-            max=TRUTH_LIMITS["continuations"],
-            help="K: continuations per visited prefix (--env).",
-        ),
-    ] = 64,
-    seed: Annotated[int, typer.Option(min=0, help="Seed of the batch and the truth (--env).")] = 0,
-    max_steps: Annotated[
-        int | None, typer.Option(min=1, help="Step limit (--env; default: the env's).")
-    ] = None,
     parallel: Annotated[
         int,
         typer.Option(
@@ -691,10 +642,6 @@ def bench_fidelity(
             help="Episodes stepped at once (--env); the numbers do not change.",
         ),
     ] = 64,
-    env_option: Annotated[
-        list[str] | None,
-        typer.Option(help="key=value passed to the env (--env; repeat), e.g. data_dir=DIR."),
-    ] = None,
     export_set: Annotated[
         Path | None,
         typer.Option(
@@ -702,42 +649,23 @@ def bench_fidelity(
             "for bench credit."
         ),
     ] = None,
-    panel: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Draw the tasks from a training run's panel of this many tasks of the split "
-            "(its train_panel; --env).",
-        ),
-    ] = None,
 ) -> None:
     """How well each estimator recovers the true advantage A(s,a): on MDPs where it is known
-    exactly, or (--env) on a real env against a Monte-Carlo estimate; resumes from --out."""
+    exactly, or (--env: a real env, its options as below) on a real env against a Monte-Carlo
+    estimate; resumes from --out."""
+    from agentbench_rl.spec.doors import read_inputs
+
     require("plot", "bench fidelity")
-    if export_set is not None and env is None:
+    if export_set is not None and inputs["env"] is None:
         raise ValueError("--export-set needs --env (bench credit-set makes the MDPs' sets)")
-    if env is None:
+    if inputs["env"] is None:
         from agentbench_rl.bench.fidelity import run as run_fidelity
 
         run_fidelity(seeds=seeds, out=out, console=console_for())
         return
-    from agentbench_rl.bench.truth import TruthSettings
     from agentbench_rl.bench.truth import run as run_truth
-    from agentbench_rl.spec.assignments import parse_assignments
 
-    settings = TruthSettings(
-        env=env,
-        env_options=parse_assignments(env_option or [], "--env-option"),
-        agent=agent,
-        split=split,
-        categories=tuple(category or ()),
-        tasks=tasks,
-        group_size=group_size,
-        continuations=continuations,
-        seed=seed,
-        max_steps=max_steps,
-        panel=panel,
-    )
+    settings = TruthSettings.read(read_inputs(TruthSettings.doors(), inputs))
     run_truth(
         settings, out, console_for(), parallel=parallel, export_set=export_set, made=made_by()
     )

@@ -264,5 +264,5 @@ def test_a_fidelity_run_draws_its_batch_from_the_training_panel() -> None:
     trained = drrn_config(env="textcraft", train_categories=["depth-1"], train_panel=4)
     assert spec.panel == trained.train_env().panel  # the campaign's panel, by the same draw
     assert set(spec.draw_tasks(8, seed=0)) <= set(spec.panel)
-    with pytest.raises(ValueError, match="panel must be >= 1"):
-        TruthSettings(env="textcraft", agent="random", panel=0)
+    with pytest.raises(ValueError, match="panel must be a whole number >= 1"):
+        TruthSettings.read({"env": "textcraft", "agent": "random", "panel": 0})

@@ -53,7 +53,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +68,13 @@ from agentbench_rl.agents import load_agent
 from agentbench_rl.agents.base import Agent, BatchAgent
 from agentbench_rl.bench.credit.sets import CreditSet, write_set
 from agentbench_rl.bench.fidelity import estimator_runs, json_number, step_set_purity
-from agentbench_rl.bench.limits import TRUTH_LIMITS
+from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.batch import StepBatch, StepRecord
 from agentbench_rl.core.hashing import seed_from, tuple_hash
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.core.text import portable_values
 from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
 from agentbench_rl.harness.provenance import agent_weights_fingerprint, machine
@@ -93,55 +92,6 @@ JOURNAL = "continuations.jsonl"
 BOOTSTRAP = 1000
 MIN_INTERVAL_TASKS = 5  # fewer tasks give a handful of distinct resamples, not an interval
 METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
-
-
-@dataclass(frozen=True)
-class TruthSettings:
-    """One Monte-Carlo fidelity run: the env, split and task categories (none: every task) or a
-    training run's panel of them, the policy, the batch shape (``tasks`` x ``group_size``), K
-    ``continuations`` per visited prefix, the seed and γ."""
-
-    env: str
-    agent: str
-    split: str = "train"
-    categories: tuple[str, ...] = ()
-    tasks: int = 8
-    group_size: int = 8
-    continuations: int = 64
-    seed: int = 0
-    gamma: float = 0.95
-    max_steps: int | None = None
-    env_options: dict[str, Any] = field(default_factory=dict)
-    panel: int | None = None  # tasks drawn from this training panel (EnvSpec.panel_of)
-
-    def __post_init__(self) -> None:
-        if self.panel is not None and self.panel < 1:
-            raise ValueError(f"fidelity: panel must be >= 1, got {self.panel}")
-        for name in ("tasks", "group_size", "continuations"):
-            value, limit = getattr(self, name), TRUTH_LIMITS[name]
-            if not 1 <= value <= limit:
-                raise ValueError(f"fidelity: {name} must be in [1, {limit}], got {value}")
-        if self.seed < 0:
-            raise ValueError(f"fidelity: seed must be >= 0, got {self.seed}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"fidelity: max_steps must be >= 1, got {self.max_steps}")
-        if self.continuations < 2:
-            raise ValueError("fidelity: continuations must be >= 2 (a standard error needs two)")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"fidelity: gamma must be in [0, 1], got {self.gamma}")
-        object.__setattr__(self, "categories", tuple(self.categories))  # JSON gives a list
-
-    def env_spec(self) -> EnvSpec:
-        """The env the batch and every continuation play (with ``panel``, a training run's
-        panel: the batch's tasks are drawn from it)."""
-        env = EnvSpec(
-            name=self.env,
-            split=self.split,
-            kwargs=self.env_options,
-            categories=self.categories,
-            max_steps=self.max_steps,
-        )
-        return env if self.panel is None else env.panel_of(self.panel, what="--panel")
 
 
 def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> int:
@@ -627,7 +577,7 @@ def _recorded(line: dict[str, Any]) -> TruthSettings | None:
     }:
         return None
     try:
-        return TruthSettings(**line["settings"])
+        return TruthSettings(**line["settings"])  # the record as it was written
     except (TypeError, ValueError):
         return None
 
@@ -776,14 +726,14 @@ def run(
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
             header = {
-                "settings": asdict(settings),
+                "settings": settings.record(),
                 "agent_weights": weights,
                 "batch": batch.fingerprint(),
                 "checksums": True,
             }
             journal.write(json.dumps(header) + "\n")
         task = bar.add_task(
-            f"{settings.env} {settings.agent}: continuations",
+            f"{settings.env.name} {settings.agent}: continuations",
             total=sum(map(len, jobs.values())),
             completed=sum(done.values()),
             every=1,  # a line per piece in a log: a long run's log is never silent for hours
@@ -868,7 +818,7 @@ def monte_carlo_set(
         standard_error=truth.standard_error,
         value=truth.value,
         value_standard_error=truth.value_error,
-        settings=asdict(settings),
+        settings=settings.record(),
         hidden=hidden,
         made=made,
     )
@@ -945,7 +895,7 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
                 **{name: {"value": figures[name], "ci95": intervals[name]} for name in METRICS},
             }
     return {
-        "settings": asdict(settings),
+        "settings": settings.record(),
         "truth": {
             "rows": len(batch.records),
             "trajectories": len(batch.trajectories),

@@ -14,13 +14,16 @@ Example:
 from __future__ import annotations
 
 import random
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs import (
+    ENVS,
     env_class,
+    evaluation_split,
     make,
     resolve,
     task_categories_of,
@@ -29,6 +32,7 @@ from agentbench_rl.envs import (
 )
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.remote import remote_env
+from agentbench_rl.spec.doors import Door, doors_of
 from agentbench_rl.spec.typed import Spec
 
 #: The seed a training panel is drawn with (:meth:`EnvSpec.panel_of`): one panel per env,
@@ -53,14 +57,71 @@ class EnvSpec(Spec):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str
-    split: str
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    categories: tuple[str, ...] = ()  # empty: every task of the split
-    max_steps: int | None = Field(default=None, ge=1)  # None: the env's own step limit
-    # A panel: these task ids of the split, played in place of its own list (a training run's
-    # fixed tasks, :meth:`panel_of`); empty: the split's tasks.
-    panel: tuple[str, ...] = ()
+    name: str = Field(description=f"Env: {', '.join(ENVS)} (or a Gymnasium id).")
+    split: str = Field(description="Standard split; eval's default is the env's evaluation split.")
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Env constructor argument KEY=VALUE (JSON value), repeatable.",
+    )
+    categories: tuple[str, ...] = Field(  # empty: every task of the split
+        default=(), description="Only the split's tasks of this category (repeat for several)."
+    )
+    max_steps: int | None = Field(  # None: the env's own step limit
+        default=None, ge=1, description="Override the env's step limit."
+    )
+    panel: tuple[str, ...] = Field(
+        default=(),
+        description="These task ids of the split, played in place of its own list (a "
+        "training run's fixed tasks, panel_of); empty: the split's tasks.",
+    )
+
+    #: The fields as a run's flat record names them (``config.json``, and so the options of
+    #: ``eval`` and ``serve-env`` and the facade's keywords): field -> record key.
+    RECORD_NAMES: ClassVar[dict[str, str]] = {"name": "env", "kwargs": "env_kwargs"}
+    #: Old names of record keys, still taken by the doors.
+    ALIASES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "env_kwargs": ("env_option", "env_options"),
+        "categories": ("category",),
+    }
+
+    @classmethod
+    def doors(cls, *fields: str) -> tuple[Door, ...]:
+        """The doors of ``fields`` (all when none are named), named as the flat record names
+        them (:data:`RECORD_NAMES`).
+
+        Example:
+            >>> [door.option for door in EnvSpec.doors("name", "kwargs")]
+            ['--env', '--env-kwargs']
+        """
+        chosen = {name: cls.model_fields[name] for name in fields or cls.model_fields}
+        return doors_of(chosen, aliases=cls.ALIASES, names=cls.RECORD_NAMES)
+
+    @classmethod
+    def from_record(cls, values: Mapping[str, Any]) -> tuple[EnvSpec, dict[str, Any]]:
+        """The env a flat record declares (``env`` a name beside ``split``, ``env_kwargs``,
+        ``categories``, ``max_steps``, ``panel``; no split: the env's evaluation split; no
+        categories or ``None``: every task), and the record's other keys; ``ValueError`` in one
+        line naming the record's key (``max_steps``, not ``env.max_steps``).
+
+        Example:
+            >>> spec, rest = EnvSpec.from_record({"env": "alfworld", "agent": "random"})
+            >>> spec.split, rest
+            ('valid_seen', {'agent': 'random'})
+        """
+        rest = dict(values)
+        fields = {}
+        for field in cls.model_fields:
+            key = cls.RECORD_NAMES.get(field, field)
+            if key in rest:
+                fields[field] = rest.pop(key)
+        if not isinstance(fields.get("name"), str):
+            raise ValueError(f"env: expected an env name, got {fields.get('name')!r}")
+        fields["name"] = resolve(fields["name"]).name  # an unknown env: one line
+        if fields.get("split") is None:
+            fields["split"] = evaluation_split(fields["name"])
+        if fields.get("categories") is None:  # the record's "every category"
+            fields.pop("categories", None)
+        return cls.read(fields), rest
 
     @field_validator("name")
     @classmethod

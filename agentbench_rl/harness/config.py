@@ -22,26 +22,21 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from agentbench_rl.envs import env_class, resolve
+from agentbench_rl.envs import env_class
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.harness.sampling import stratified_sample
+from agentbench_rl.spec.doors import Door, doors_of, read_inputs
 from agentbench_rl.spec.typed import Flag, Seed, Spec, Text, Whole
 
 #: The most worker processes an evaluation starts (each holds its envs and agent, hundreds of
 #: MB for a model); fewer where there are fewer batches of jobs than that.
 MAX_WORKERS = 64
-#: The env's fields as the flat record names them (record name -> ``EnvSpec`` field).
-_ENV_FIELDS = {
-    "split": "split",
-    "env_kwargs": "kwargs",
-    "categories": "categories",
-    "panel": "panel",
-}
 
 
 class EvalConfig(Spec):
@@ -55,11 +50,42 @@ class EvalConfig(Spec):
     """
 
     env: EnvSpec
-    agent: Text
-    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1)
-    limit: Whole | None = Field(default=None, ge=1)  # None: every task
-    episodes_format: Literal["csv", "parquet"] = "csv"
-    save_trajectories: Flag = False
+    agent: Text = Field(
+        description="random, expert, rule (WebShop), hf:MODEL, openai:URL#MODEL, "
+        "python:module:attr."
+    )
+    seeds: list[Seed] = Field(
+        default_factory=lambda: [0],
+        min_length=1,
+        description="Seeds; repeat or list: --seeds 0 1 2.",
+    )
+    limit: Whole | None = Field(  # None: every task
+        default=None, ge=1, description="A seeded sample of N tasks, stratified by category."
+    )
+    episodes_format: Literal["csv", "parquet"] = Field(default="csv", description="csv or parquet.")
+    save_trajectories: Flag = Field(
+        default=False, description="Write every step to OUT/trajectories (see view)."
+    )
+
+    #: Fields no door takes, with the reason (the doors' conformance test reads this).
+    INTERNAL: ClassVar[dict[str, str]] = {
+        "panel": "a training run's fixed tasks, set by the trainer's validation; "
+        "an evaluation a user starts plays a split",
+    }
+
+    @classmethod
+    def doors(cls) -> tuple[Door, ...]:
+        """Its inputs as the flat record names them: the options of ``eval`` and the keywords
+        of ``agentbench_rl.evaluate`` (the env's first, then the agent, then the rest).
+
+        Example:
+            >>> [door.name for door in EvalConfig.doors()][:3]
+            ['env', 'agent', 'split']
+        """
+        own = {name: info for name, info in cls.model_fields.items() if name != "env"}
+        env_fields = [name for name in EnvSpec.model_fields if name not in cls.INTERNAL]
+        env = EnvSpec.doors(*env_fields)
+        return (env[0], *doors_of(own)[:1], *env[1:], *doors_of(own)[1:])
 
     @model_validator(mode="before")
     @classmethod
@@ -68,17 +94,8 @@ class EvalConfig(Spec):
         ``max_steps``) becomes the nested env; a nested ``env`` passes as it is."""
         if not isinstance(values, Mapping) or not isinstance(values.get("env"), str):
             return values
-        values = dict(values)
-        env: dict[str, Any] = {"name": resolve(values.pop("env")).name}  # unknown: one line
-        for record_name, field_name in _ENV_FIELDS.items():
-            if record_name in values:
-                env[field_name] = values.pop(record_name)
-        if env.get("categories") is None:  # the record's "every category"
-            env.pop("categories", None)
-        if "max_steps" in values:
-            env["max_steps"] = values.pop("max_steps")
-        # read here, so a bad env is one line naming its field (max_steps, not env.max_steps)
-        return {**values, "env": EnvSpec.read(env)}
+        env, rest = EnvSpec.from_record(values)  # read here: a bad env is one line
+        return {**rest, "env": env}
 
     @field_validator("seeds")
     @classmethod
@@ -121,6 +138,16 @@ class EvalConfig(Spec):
             .items()
             if key not in ("env", "split", "agent")
         }
+
+    def default_folder(self) -> Path:
+        """Where an evaluation writes when no folder is given: ``results/ENV-SPLIT-AGENT``.
+
+        Example:
+            >>> EvalConfig(env="sokoban", split="test", agent="hf:org/model").default_folder()
+            PosixPath('results/sokoban-test-hf_org_model')
+        """
+        label = self.agent.replace(":", "_").replace("/", "_")
+        return Path("results") / f"{self.env.name}-{self.env.split}-{label}"
 
     def checked_env(self, load: bool = True) -> TextAgentEnv[Any]:
         """The env this evaluation plays, made once to check what only a made env, the split's
@@ -186,14 +213,49 @@ class RunOptions(Spec):
         ValueError: workers must be a whole number >= 1, got 0
     """
 
-    workers: Whole = Field(default=1, ge=1, le=MAX_WORKERS)
-    batch_size: Whole | None = Field(default=None, ge=1)
-    concurrency: Whole = Field(default=1, ge=1)
-    resume: Flag = False
-    env_server: Text | None = None
+    workers: Whole = Field(default=1, ge=1, le=MAX_WORKERS, description="Episode worker processes.")
+    batch_size: Whole | None = Field(
+        default=None,
+        ge=1,
+        description="Episodes stepped in lockstep per worker, one agent call per step "
+        "(hf: agents answer them in one forward). Default: the concurrency.",
+    )
+    concurrency: Whole = Field(
+        default=1, ge=1, description="openai: agents: requests in flight at most."
+    )
+    resume: Flag = Field(default=False, description="Continue an interrupted run in OUT.")
+    env_server: Text | None = Field(
+        default=None,
+        description="Play on the env served at this URL (serve-env); the same results as local.",
+    )
+
+    @classmethod
+    def doors(cls) -> tuple[Door, ...]:
+        """Its inputs: options of ``eval``, keywords of ``agentbench_rl.evaluate``."""
+        return doors_of(cls.model_fields)
 
     @property
     def lockstep(self) -> int:
         """The episodes each process plays in lockstep: ``batch_size``, else the
         ``concurrency``."""
         return self.concurrency if self.batch_size is None else self.batch_size
+
+
+def read_evaluation(given: Mapping[str, Any]) -> tuple[EvalConfig, RunOptions]:
+    """An evaluation and how it runs, from what a door was given (``eval``'s options,
+    ``agentbench_rl.evaluate``'s keywords; old names taken, ``None`` not given): the one reader
+    of both, so every bad input is the same one line in both.
+
+    Example:
+        >>> given = {"env": "textcraft", "agent": "random", "category": ["depth-1"], "workers": 2}
+        >>> config, options = read_evaluation(given)
+        >>> config.env.split, config.env.categories, options.workers
+        ('test', ('depth-1',), 2)
+        >>> read_evaluation({"env": "sokoban", "agent": "random", "seeds": [-1]})
+        Traceback (most recent call last):
+        ...
+        ValueError: seeds.0 must be a whole number >= 0, got -1
+    """
+    record = read_inputs((*EvalConfig.doors(), *RunOptions.doors()), given)
+    how = {key: record.pop(key) for key in RunOptions.model_fields if key in record}
+    return EvalConfig.read(record), RunOptions.read(how)

@@ -214,6 +214,7 @@ def evaluate(
     """
     options = options if options is not None else RunOptions()
     env = config.checked_env(load=agent is None)
+    tasks = config.tasks(env)  # an unknown category is refused before anything is written
     if options.env_server is not None:  # the server serves this env, before anything is written
         config.env.make(options.env_server).close()
     if options.concurrency > 1 and agent is None and not config.agent.startswith("openai:"):
@@ -231,23 +232,23 @@ def evaluate(
         prepared = None
     out = Path(out)
     with ResultsFolder(out).lock():  # one run writes a results folder at a time
-        return _evaluate_in(config, env, out, options, console, agent, prepared)
+        return _evaluate_in(config, env, tasks, out, options, console, agent, prepared)
 
 
 def _evaluate_in(
     config: EvalConfig,
     env: TextAgentEnv[Any],
+    tasks: list[str],
     out: Path,
     options: RunOptions,
     console: Console | None,
     agent: Agent | BatchAgent | None,
     prepared: Agent | BatchAgent | None,
 ) -> dict[str, Any]:
-    """:func:`evaluate` in a results folder it holds the lock of."""
+    """:func:`evaluate` in a results folder it holds the lock of, playing ``tasks``."""
     folder = ResultsFolder(out)
     done = _prepare_folder(config, folder, options.resume, console)
     fingerprint = record_agent(out, config.agent)
-    tasks = config.tasks(env)
     total = len(tasks) if config.env.panel else len(env.task_ids(config.env.split))
     if config.env.panel and console is not None:
         console.print(f"a panel of {len(tasks)} tasks, not the whole split", highlight=False)
