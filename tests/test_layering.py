@@ -45,16 +45,41 @@ def imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -
     return [base, *(f"{base}.{alias.name}" for alias in node.names)]
 
 
+def loaded_by_name(node: ast.AST) -> list[str]:
+    """The modules a node loads by a string: ``importlib.import_module("agentbench_rl.x")`` or
+    ``__import__`` with a literal (an f-string counts by its literal head), and a
+    ``"agentbench_rl.x.y:attr"`` reference (a registry entry a loader imports)."""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name in ("import_module", "__import__") and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.JoinedStr) and first.values:
+                first = first.values[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                return [first.value.rstrip(".")]
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        module, sep, attr = node.value.partition(":")
+        if sep and attr.isidentifier() and module.startswith("agentbench_rl."):
+            return [module]
+    return []
+
+
 def imports() -> dict[str, set[str]]:
-    """module -> the agentbench_rl modules it imports."""
+    """module -> the agentbench_rl modules it imports (by a statement, or by name:
+    :func:`loaded_by_name`; a name reaching into a module counts as that module)."""
     paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     found: dict[str, set[str]] = defaultdict(set)
     for module, path in paths.items():
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            targets = loaded_by_name(node)
             if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in imported(node, module, path.name == "__init__.py"):
-                    if target in paths and target != module:
-                        found[module].add(target)
+                targets = imported(node, module, path.name == "__init__.py")
+            for target in targets:
+                while target and target not in paths:  # "a.b.c" of module "a.b": a.b
+                    target = target.rpartition(".")[0]
+                if target and target != module:
+                    found[module].add(target)
     return found
 
 
@@ -137,6 +162,32 @@ def test_every_import_is_one_the_layer_table_allows() -> None:
         if unit(target) != unit(module) and unit(target) not in allowed[unit(module)]
     )
     assert refused == [], "imports the layer table does not allow:\n" + "\n".join(refused)
+
+
+def test_every_edge_the_table_allows_is_used() -> None:
+    """An allowed import nobody makes is a door left open: the table says what the code does."""
+    graph = unit_graph()
+    unused = sorted(
+        f"{layer} -> {target}"
+        for layer, may in allowed_imports().items()
+        for target in may
+        if target not in graph.get(layer, set())
+    )
+    assert unused == [], "the layer table allows imports nobody makes:\n" + "\n".join(unused)
+
+
+def test_an_import_by_name_is_an_edge() -> None:
+    call = ast.parse('importlib.import_module("agentbench_rl.harness.config")').body[0]
+    assert isinstance(call, ast.Expr)
+    assert loaded_by_name(call.value) == ["agentbench_rl.harness.config"]
+    fstring = ast.parse('__import__(f"agentbench_rl.bench.{name}")').body[0]
+    assert isinstance(fstring, ast.Expr)
+    assert loaded_by_name(fstring.value) == ["agentbench_rl.bench"]
+    reference = ast.parse('"agentbench_rl.envs.sokoban.env:SokobanEnv"').body[0]
+    assert isinstance(reference, ast.Expr)
+    assert loaded_by_name(reference.value) == ["agentbench_rl.envs.sokoban.env"]
+    group = ast.parse('"agentbench_rl.envs"').body[0]  # an entry-point group's name, not a load
+    assert isinstance(group, ast.Expr) and loaded_by_name(group.value) == []
 
 
 def test_the_layer_table_allows_no_cycle() -> None:

@@ -28,8 +28,8 @@ import numpy as np
 
 from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
 from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
-from agentbench_rl.estimators.common import normalize_advantages
-from agentbench_rl.rollout.batched import training_reward
+from agentbench_rl.estimators.common import AdvantageNorm, normalize_advantages
+from agentbench_rl.rollout.batched import Reward, training_reward
 
 #: Where a sample's step record lives in verl's ``extra_fields``.
 RECORD_KEY = "agentbench_step"
@@ -49,7 +49,8 @@ def step_batch_from_rows(
     sessions: Sequence[Any],
     records: Sequence[Mapping[str, Any] | None],
     padding: Sequence[bool],
-    reward: str = "success",
+    *,
+    reward: Reward = "success",
     success_reward: float = 10.0,
 ) -> tuple[StepBatch, np.ndarray]:
     """The real rows of a verl batch as a ``StepBatch``, and their positions in the batch.
@@ -115,9 +116,10 @@ def row_advantages(
     records: Sequence[Mapping[str, Any] | None],
     padding: Sequence[bool],
     estimator: EstimatorSpec,
-    reward: str = "success",
+    *,
+    reward: Reward = "success",
     success_reward: float = 10.0,
-    advantage_norm: str = "none",
+    advantage_norm: AdvantageNorm = "none",
 ) -> tuple[np.ndarray, EstimatorResult]:
     """One advantage per row of a verl batch (0 on padding rows), normalised over the real rows
     by ``advantage_norm`` as the home trainer does, and the estimator's result.
@@ -133,7 +135,9 @@ def row_advantages(
         >>> advantages.tolist()   # rewards 10 and 0, mean 5; the padding row gets 0
         [5.0, 0.0, -5.0]
     """
-    batch, keep = step_batch_from_rows(uids, sessions, records, padding, reward, success_reward)
+    batch, keep = step_batch_from_rows(
+        uids, sessions, records, padding, reward=reward, success_reward=success_reward
+    )
     result = estimator.compute(batch)
     advantages = np.zeros(len(uids), dtype=np.float64)
     advantages[keep] = normalize_advantages(

@@ -105,9 +105,9 @@ class AgentBenchTrainer(PPOTrainerSync):
             records,
             padding,
             config.estimator_spec(),
-            config.reward,
-            config.success_reward,
-            config.advantage_norm,
+            reward=config.reward,
+            success_reward=config.success_reward,
+            advantage_norm=config.advantage_norm,
         )
         lengths = data["response_mask"].offsets().diff()
         values = nested_constant(advantages, lengths)
