@@ -25,6 +25,7 @@ import typer.core
 from pydantic import ValidationError
 from rich.markup import escape
 
+from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.bench.limits import TRUTH_LIMITS
 from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.core.text import printable
@@ -155,12 +156,13 @@ def with_doors(
 
 def _door_option(door: Door, name: str, default: Any, hidden: bool = False) -> inspect.Parameter:
     """The option ``--name`` of one door (a flag for true/false, repeatable for a list)."""
-    declared = typer.Option(
-        "--" + name.replace("_", "-"), help=door.help, hidden=hidden, show_default=not hidden
-    )
+    option = "--" + name.replace("_", "-")
+    if door.value is bool and door.default is True:  # a flag on by default can be turned off
+        option += f"/--no-{name.replace('_', '-')}"
+    declared = typer.Option(option, help=door.help, hidden=hidden, show_default=not hidden)
     if door.value is bool:
         annotation: Any = Annotated[bool, declared]
-        default = bool(default)
+        default = bool(door.default if default is None else default)
     else:
         value: Any = list[door.value] if door.many else door.value  # type: ignore[name-defined]
         annotation = Annotated[value | None, declared]
@@ -672,63 +674,20 @@ def bench_fidelity(
 
 
 @bench_app.command("credit")
+@with_doors(*CreditBench.doors())
 def bench_credit(
-    estimator: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="name, name:key=value,... or python:module:function (repeat; default: every "
-            "registered estimator)."
-        ),
-    ] = None,
-    sets: Annotated[
-        Path | None,
-        typer.Option(help="A folder of credit sets, or one set (default: the shipped ones)."),
-    ] = None,
-    against: Annotated[
-        str | None, typer.Option(help="Paired differences against this estimator.")
-    ] = None,
+    inputs: dict[str, Any],
     out: Annotated[Path, typer.Option(help="Folder for credit.md, credit.json, credit.png.")] = (
         Path("credit")
     ),
-    speed: Annotated[
-        bool, typer.Option(help="Also time each estimator on 100,000 synthetic rows.")
-    ] = True,
-    learning: Annotated[
-        Path | None,
-        typer.Option(
-            help="A bench learning result (learning.json): does fidelity on the MDP sets "
-            "predict the learning AUC?"
-        ),
-    ] = None,
-    campaign: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="ENV=summary.json of a sweep: does fidelity on ENV's sets predict the "
-            "campaign's paired differences against GRPO? (repeat)"
-        ),
-    ] = None,
 ) -> None:
     """Score estimators' credit against the true advantage of every credit set, in seconds."""
     from agentbench_rl.bench.credit.bench import run as run_credit
-    from agentbench_rl.bench.credit.sets import STANDARD_SETS
+    from agentbench_rl.spec.doors import read_inputs
 
     require("plot", "bench credit (it plots the scores)")
-    campaigns = {}
-    for item in campaign or []:
-        env, sep, path = item.partition("=")
-        if not sep or not env or not path:
-            raise ValueError(f"--campaign {item!r}: give ENV=PATH (sokoban=summary.json)")
-        campaigns[env] = Path(path)
-    run_credit(
-        estimator,
-        sets if sets is not None else STANDARD_SETS,
-        out,
-        against=against,
-        console=console_for(),
-        timed=speed,
-        learning=learning,
-        campaigns=campaigns,
-    )
+    bench = CreditBench.read(read_inputs(CreditBench.doors(), inputs))
+    run_credit(bench, out, console=console_for())
 
 
 @bench_app.command("credit-set")

@@ -36,6 +36,7 @@ from agentbench_rl.bench.credit.sets import (
     read_sets,
     write_set,
 )
+from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.core.batch import StepBatch
 
 REPO = Path(__file__).resolve().parents[1]
@@ -296,12 +297,9 @@ def test_a_bad_estimator_is_one_line_and_the_others_still_score(tmp_path: Path) 
             Candidate.parse("python:bad_estimators:slow"), read_sets(sets), time_limit=1.0
         )
         assert "ran past the time limit of 1 s" in slow.problems["mdp-lucky-rare"]
-        report = run(
-            ["python:bad_estimators:raises", "python:bad_estimators:good", "grpo"],
-            sets,
-            tmp_path / "out",
-            timed=False,
-        )
+        estimators = ["python:bad_estimators:raises", "python:bad_estimators:good", "grpo"]
+        bench = CreditBench(estimators=estimators, sets=sets, speed=False)
+        report = run(bench, tmp_path / "out")
     finally:
         sys.path.remove(str(tmp_path))
     scored = {record["estimator"] for record in report.records()}
@@ -621,7 +619,8 @@ def test_campaigns_of_several_envs_are_also_read_pooled(tmp_path: Path) -> None:
         ]
         (tmp_path / f"{mdp}.json").write_text(json.dumps({"paired": paired}), "utf-8")
         campaigns[f"mdp:{mdp}"] = tmp_path / f"{mdp}.json"
-    report = run(["grpo", "gigpo", "rloo"], sets, None, timed=False, campaigns=campaigns)
+    bench = CreditBench(estimators=["grpo", "gigpo", "rloo"], sets=sets, speed=False)
+    report = run(bench.model_copy(update={"campaigns": campaigns}))
     contexts = [found.context for found in report.correlations]
     assert contexts == [
         "mdp:lucky_rare campaign (mean success)",

@@ -18,6 +18,7 @@ from scipy.stats import spearmanr
 from agentbench_rl.bench.credit.bench import run
 from agentbench_rl.bench.credit.score import CEILING, PERFECT_BASELINE
 from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_set
+from agentbench_rl.bench.credit.settings import CreditBench
 
 SET = "textcraft-noisy0.6-expert"
 #: The lowest Spearman correlation of the two rankings that passes: the sets' ranking held at
@@ -43,7 +44,7 @@ def test_a_fresh_draw_ranks_the_estimators_as_the_shipped_set(tmp_path: Path) ->
     shutil.copytree(STANDARD_SETS / SET, tmp_path / "shipped" / SET)
     scores = {}
     for draw in ("shipped", "fresh"):
-        report = run(None, tmp_path / draw, timed=False)
+        report = run(CreditBench(sets=tmp_path / draw, speed=False))
         scores[draw] = {
             entry.estimator: entry.pearson
             for entry in report.scores

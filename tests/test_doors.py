@@ -14,6 +14,7 @@ import typer
 import typer.testing
 
 import agentbench_rl
+from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.cli import SERVE_ENV_INTERNAL, app, main
 from agentbench_rl.envs.spec import EnvSpec
@@ -70,6 +71,19 @@ def test_bench_fidelity_takes_every_truth_setting() -> None:
     settings = TruthSettings.read({"env": "sokoban", "agent": "random", "env_kwargs": {"width": 6}})
     assert settings.record()["env_options"] == {"width": 6}
     assert TruthSettings.read(settings.record()) == settings
+
+
+def test_bench_credit_takes_every_field_and_its_old_names() -> None:
+    group: Any = typer.main.get_command(app)
+    credit = group.commands["bench"].commands["credit"]
+    options = {name: param for param in credit.params for name in param.opts}
+    for field in CreditBench.model_fields:
+        assert "--" + field.replace("_", "-") in options, f"bench credit has no option for {field}"
+    assert options["--estimator"].hidden and options["--campaign"].hidden
+    assert "--no-speed" in options["--speed"].secondary_opts  # on by default, so it turns off
+    given = {"estimator": ["grpo"], "campaign": ["sokoban=s.json"], "speed": False}
+    bench = CreditBench.read(read_inputs(CreditBench.doors(), given))
+    assert bench.estimators == ["grpo"] and bench.campaigns == {"sokoban": Path("s.json")}
 
 
 def test_old_names_stay_as_hidden_options_and_keywords() -> None:

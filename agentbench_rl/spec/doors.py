@@ -34,6 +34,7 @@ import types
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic.fields import FieldInfo
@@ -48,7 +49,7 @@ class Door:
     """One input of a declaration: ``name`` is the record's key and the facade's keyword, and
     ``--name`` (dashes for underscores) the option; ``aliases`` its old names (an option
     ``--alias``, a keyword ``alias``). ``value`` is the type one given value has on the command
-    line (``int``, ``float``, ``str`` or ``bool``); ``many`` a list (the option repeats);
+    line (``int``, ``float``, ``str``, ``bool`` or ``Path``); ``many`` a list (the option repeats);
     ``assignments`` a mapping given as ``key=value`` texts (JSON values, as ``--env-option``
     always took them)."""
 
@@ -174,6 +175,6 @@ def _scalar(annotation: Any) -> type:
     annotation = _bare(annotation)
     if typing.get_origin(annotation) is typing.Literal:
         return type(typing.get_args(annotation)[0])
-    if annotation in (int, float, str, bool):
+    if annotation in (int, float, str, bool, Path):
         return typing.cast(type, annotation)
     raise TypeError(f"a door cannot read {annotation!r}")

@@ -40,6 +40,7 @@ from agentbench_rl.bench.credit.score import (
     speed,
 )
 from agentbench_rl.bench.credit.sets import STANDARD_SETS, CreditSet, read_sets
+from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.bench.truth import METRICS
 from agentbench_rl.core.atomic import atomic_write_text
 
@@ -97,32 +98,28 @@ class Report:
 
 
 def run(
-    estimators: Sequence[str | Candidate] | None,
-    sets_root: Path = STANDARD_SETS,
+    bench: CreditBench,
     out: Path | None = None,
-    against: str | None = None,
     console: Console | None = None,
-    timed: bool = True,
-    learning: Path | None = None,
-    campaigns: dict[str, Path] | None = None,
+    candidates: Sequence[Candidate] = (),
 ) -> Report:
-    """Score every estimator (a spec or a :class:`Candidate`; ``None``: every registered one)
-    on every set under ``sets_root``; with ``against``, paired differences against that
-    estimator; with ``learning`` (a ``bench learning`` result) and ``campaigns`` (env -> a
+    """Score every estimator of ``bench`` (none named: every registered one) on every set of
+    ``bench.sets`` (the shipped ones by default); with ``against``, paired differences against
+    that estimator; with ``learning`` (a ``bench learning`` result) and ``campaigns`` (env -> a
     ``sweep`` summary), whether fidelity predicts learning (:mod:`.reading`); write the card,
-    the plot and the JSON to ``out``; ``timed``: also the speed at 100k rows."""
+    the plot and the JSON to ``out``; with ``speed``, also the speed at 100k rows.
+    ``candidates`` score in place of the named estimators: what no command line names (the
+    board's filed submissions, each with its own label)."""
     started = time.perf_counter()
-    sets = read_sets(sets_root)
-    candidates = (
-        [c if isinstance(c, Candidate) else Candidate.parse(c) for c in estimators]
-        if estimators
-        else default_candidates()
-    )
-    if against is not None and against not in [c.label for c in candidates]:
-        candidates.append(Candidate.parse(against))
+    sets = read_sets(bench.sets if bench.sets is not None else STANDARD_SETS)
+    against = bench.against
+    scored = list(candidates) or [Candidate.parse(spec) for spec in bench.estimators]
+    scored = scored or default_candidates()
+    if against is not None and against not in [c.label for c in scored]:
+        scored.append(Candidate.parse(against))
     report = Report(sets=sets, against=against)
-    found = {candidate.label: estimate_all(candidate, sets) for candidate in candidates}
-    for candidate in candidates:
+    found = {candidate.label: estimate_all(candidate, sets) for candidate in scored}
+    for candidate in scored:
         report.problems[candidate.label] = found[candidate.label].problems
         if console is None:
             continue
@@ -134,15 +131,15 @@ def run(
                 console.print(escape(f"  | {line}"), highlight=False)
     base = found[against].values if against is not None else {}
     for credit in sets:
-        for candidate in candidates:
+        for candidate in scored:
             values = found[candidate.label].values.get(credit.name)
             if values is not None:
                 other = base.get(credit.name) if candidate.label != against else None
                 report.scores.append(score(candidate.label, values, credit, other))
         report.scores.extend(reference_scores(credit))
-    report.correlations = _correlations(report, learning, campaigns or {})
-    if timed:
-        report.speeds = {candidate.label: speed(candidate) for candidate in candidates}
+    report.correlations = _correlations(report, bench.learning, dict(bench.campaigns))
+    if bench.speed:
+        report.speeds = {candidate.label: speed(candidate) for candidate in scored}
     report.seconds = time.perf_counter() - started
     if console is not None:
         console.print(summary_table(report), highlight=False)

@@ -37,6 +37,7 @@ from agentbench_rl.bench.credit.score import (
     VARIANTS,
 )
 from agentbench_rl.bench.credit.sets import STANDARD_SETS, read_sets
+from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.bench.truth import BOOTSTRAP, percentile_interval
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
@@ -192,10 +193,11 @@ def render_board(root: Path, sets_root: Path = STANDARD_SETS, out: Path | None =
     sets and write ``estimators/README.md`` under ``out`` (default: ``root``); returns its
     path."""
     filed = submissions(root)
-    report = run_credit(None, sets_root, timed=False)
+    bench = CreditBench(sets=sets_root, speed=False)
+    report = run_credit(bench)
     for folder, card in filed:  # one at a time: each is a module called "estimator"
         with importable(folder):
-            extra = run_credit([candidate_of(folder, card)], sets_root, timed=False)
+            extra = run_credit(bench, candidates=[candidate_of(folder, card)])
         label = submission_label(folder)
         report.scores.extend(s for s in extra.scores if s.estimator == label)
         report.problems.update(extra.problems)
