@@ -621,8 +621,21 @@ def bench_alfworld(
 @bench_app.command("estimators")
 def bench_estimators(
     quick: Annotated[bool, typer.Option("--quick", help="Smaller sizes, for a smoke run.")] = False,
+    adapters: Annotated[
+        bool,
+        typer.Option(
+            "--adapters",
+            help="Instead: GiGPO through each trainer adapter (verl-agent and SkyRL's token "
+            "rows, verl's rows, slime) against calling it directly.",
+        ),
+    ] = False,
 ) -> None:
     """Rows per second of every estimator at 1k, 10k and 100k rows, against a per-row baseline."""
+    if adapters:
+        from agentbench_rl.bench.adapters import run as run_adapters
+
+        run_adapters(quick=quick, console=console_for())
+        return
     from agentbench_rl.bench.estimators import run as run_estimators
 
     run_estimators(quick=quick, console=console_for())

@@ -243,3 +243,16 @@ def test_fidelity_covers_entry_point_estimators_through_their_declarations(
     # the aliased world's observation anchors mix two true states, its state anchors never do
     assert fidelity.step_set_purity(batch, "gigpo", {}) < 1.0
     assert fidelity.step_set_purity(batch, "gigpo", {"anchor": "state"}) == 1.0
+
+
+def test_every_adapter_gives_the_direct_advantages() -> None:
+    """bench estimators --adapters: each trainer's shape of the rows, through its adapter, gives
+    what compute gives on the StepBatch (the timing compares like with like)."""
+    from agentbench_rl.bench.adapters import ESTIMATOR, adapter_calls, per_row
+
+    rollout = speed.synthetic_rollout(1_000, seed=4)
+    direct = compute(ESTIMATOR, rollout.batch()).advantages
+    calls = adapter_calls(rollout.batch())
+    assert len(calls) == 3
+    for name, call in calls.items():
+        np.testing.assert_allclose(per_row(call()), direct, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators import EstimatorSpec, resolve
@@ -36,19 +37,20 @@ def step_batch_of(
     scores = np.asarray(as_numpy(token_level_rewards), dtype=np.float64).sum(axis=-1)
     returns = np.asarray(as_numpy(step_rewards), dtype=np.float64).reshape(-1)
     n = len(returns)
-    group = np.array([str(value) for value in index], dtype=object)
-    traj = np.array([f"{g}\0{value}" for g, value in zip(group, traj_index, strict=True)], object)
-    obs = np.array([str(value) for value in anchor_obs], dtype=object)
-    codes = {key: i for i, key in enumerate(dict.fromkeys(traj))}
-    traj_codes = np.array([codes[key] for key in traj])
-    t = np.zeros(n, dtype=np.int64)
-    seen = np.zeros(len(codes), dtype=np.int64)
-    for row, code in enumerate(traj_codes):  # rank within the trajectory, in arrival order
-        t[row], seen[code] = seen[code], seen[code] + 1
+    group = _texts(index)
+    obs = _texts(anchor_obs)
+    # a trajectory is its (group, traj_index) pair: numbered in order of first arrival
+    group_codes = pd.factorize(group)[0].astype(np.int64)
+    member_codes = pd.factorize(np.asarray(as_numpy(traj_index)))[0].astype(np.int64)
+    traj_codes = pd.factorize(group_codes * (member_codes.max(initial=0) + 1) + member_codes)[0]
+    order = np.argsort(traj_codes, kind="stable")  # each trajectory's rows, in arrival order
+    ordered = traj_codes[order]
+    starts = np.r_[0, np.flatnonzero(ordered[1:] != ordered[:-1]) + 1]
+    t = np.empty(n, dtype=np.int64)  # rank within the trajectory, in arrival order
+    t[order] = np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
     following = np.full(n, -1)  # the row of the trajectory's next step
-    last_row = np.full(len(codes), -1)
-    for row in range(n - 1, -1, -1):
-        following[row], last_row[traj_codes[row]] = last_row[traj_codes[row]], row
+    same = ordered[1:] == ordered[:-1]
+    following[order[:-1][same]] = order[1:][same]
     after = np.where(following >= 0, returns[np.maximum(following, 0)], 0.0)
     reward = returns - gamma * after
     totals = np.bincount(traj_codes, weights=reward)[traj_codes]
@@ -60,26 +62,29 @@ def step_batch_of(
             "the estimator the gamma of compute_step_discounted_returns"
         )
     success = scores > 0
-    next_obs = np.where(
-        following >= 0,
-        obs[np.maximum(following, 0)],
-        np.where(success, SUCCESS_NODE, np.array([f"end\0{key}" for key in traj], object)),
-    )
+    ends = np.empty(n, dtype=object)  # a failed trajectory's own end node
+    failed_ends = np.flatnonzero((following < 0) & ~success)
+    ends[failed_ends] = [f"end\0{code}" for code in traj_codes[failed_ends]]
+    next_obs = np.where(following >= 0, obs[np.maximum(following, 0)], ends)
+    next_obs[(following < 0) & success] = SUCCESS_NODE
     return StepBatch(
         group=group,
-        traj=traj,
+        traj=traj_codes,
         t=t,
         reward=reward,
         obs_key=obs,
         state_key=obs,
-        action_key=np.array(
-            [str(a) for a in actions] if actions is not None else [""] * n, dtype=object
-        ),
+        action_key=_texts(actions) if actions is not None else np.full(n, "", dtype=object),
         valid=np.asarray(valid, dtype=bool) if valid is not None else np.ones(n, dtype=bool),
         success=success,
         next_obs_key=next_obs.astype(object),
         hidden=np.asarray(as_numpy(hidden), dtype=np.float32) if hidden is not None else None,
     )
+
+
+def _texts(values: Any) -> np.ndarray:
+    """``values`` as an object array of their texts (keys compare as text, as the rows' did)."""
+    return np.asarray(as_numpy(values)).astype(str).astype(object)
 
 
 def as_numpy(values: Any) -> Any:
