@@ -1046,36 +1046,19 @@ def leaderboard_init(
     url: Annotated[str | None, typer.Option(help="Paper, model card or code.")] = None,
 ) -> None:
     """Write FOLDER/metadata.json from the run, with placeholders for you to complete."""
-    from agentbench_rl.core.jsonfile import read_json
-    from agentbench_rl.leaderboard.schema import FILL_IN, METADATA_FILE, metadata_template
-    from agentbench_rl.spec.results_folder import ResultsFolder
+    from agentbench_rl.leaderboard.schema import draft_metadata
 
-    target = folder / METADATA_FILE
-    if target.exists():
-        raise ValueError(f"{target} exists already; edit it instead")
-    summary = read_json(ResultsFolder(folder).summary_file)
-    if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
-        raise ValueError(f"{ResultsFolder(folder).summary_file} is not an eval summary")
-    import json
-
-    from agentbench_rl.core.atomic import atomic_write_text
-
-    if summary.get("complete_split") is False:  # a --limit sample: no board takes it
-        sample = (
+    drafted = draft_metadata(folder, {"name": name, "contact": contact, "url": url})
+    if drafted.sample:
+        _warning_line(
             f"{folder} is a sample, not the whole split (eval --limit); validate refuses it: "
             "rerun eval without --limit to submit"
         )
-        _warning_line(sample)
-    metadata = metadata_template(summary)
-    given = {"name": name, "contact": contact, "url": url}
-    metadata |= {key: value for key, value in given.items() if value is not None}
-    atomic_write_text(target, json.dumps(metadata, indent=1) + "\n")
-    to_fill = [key for key, value in metadata.items() if str(value).startswith(FILL_IN)]
-    fields = f"fill in {', '.join(to_fill)}" if to_fill else "check it"
+    fields = f"fill in {', '.join(drafted.to_fill)}" if drafted.to_fill else "check it"
     console.print(
         escape(
-            f"wrote {target}: {fields} (and estimator, training and parameters for a trained "
-            f"model), then run agentbench-rl leaderboard validate {folder}"
+            f"wrote {drafted.path}: {fields} (and estimator, training and parameters for a "
+            f"trained model), then run agentbench-rl leaderboard validate {folder}"
         ),
         highlight=False,
         soft_wrap=True,

@@ -25,8 +25,10 @@ Example:
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -210,3 +212,34 @@ def metadata_template(summary: dict[str, Any]) -> dict[str, Any]:
         "contact": f"{FILL_IN}: who answers questions about this submission",
         "url": None,
     }
+
+
+@dataclass(frozen=True)
+class Drafted:
+    """What :func:`draft_metadata` wrote: the file, the fields left for the user to fill in,
+    and whether the run is a sample (``eval --limit``), which no board takes."""
+
+    path: Path
+    to_fill: list[str]
+    sample: bool
+
+
+def draft_metadata(folder: Path, given: dict[str, str | None]) -> Drafted:
+    """Write ``FOLDER/metadata.json`` from the eval run there (:func:`metadata_template`), with
+    the ``given`` fields (``name``, ``contact``, ``url``; ``None``: the template's); one-line
+    ``ValueError`` where the file exists or the folder holds no eval summary."""
+    from agentbench_rl.core.atomic import atomic_write_text
+    from agentbench_rl.spec.results_folder import ResultsFolder
+
+    target = folder / METADATA_FILE
+    if target.exists():
+        raise ValueError(f"{target} exists already; edit it instead")
+    summary_file = ResultsFolder(folder).summary_file
+    summary = read_json(summary_file)
+    if not isinstance(summary, dict) or "agent" not in summary or "seeds" not in summary:
+        raise ValueError(f"{summary_file} is not an eval summary")
+    metadata = metadata_template(summary)
+    metadata |= {key: value for key, value in given.items() if value is not None}
+    atomic_write_text(target, json.dumps(metadata, indent=1) + "\n")
+    to_fill = [key for key, value in metadata.items() if str(value).startswith(FILL_IN)]
+    return Drafted(target, to_fill, sample=summary.get("complete_split") is False)

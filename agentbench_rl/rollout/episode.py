@@ -19,6 +19,12 @@ and nowhere else:
   obs_key and state_key of the state acted in, action_key, valid), ``success`` added when the
   episode ends.
 
+Two loops that are not ours drive an env one step per model call, so they cannot run on
+:class:`Lockstep`: verl's agent loop (``integrations/verl/agent_loop.py``: the server generates)
+and TRL's ``environment_factory`` (``integrations/trl.py``: TRL calls the env's tools). Both run
+on this module's helpers, :func:`episode_seed`, :func:`action_valid`, :func:`history_step` and
+:func:`step_fields`, so their seeds, validity, history and step records are these.
+
 Example:
     >>> from agentbench_rl.envs import make
     >>> env = make("sokoban", split="test")

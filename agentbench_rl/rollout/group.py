@@ -4,6 +4,11 @@
 that speaks PettingZoo can drive it; :func:`rollout_group` plays its members with agents through
 the episode driver (:mod:`agentbench_rl.rollout.episode`) and returns the rows the estimators
 take, plus the group's ``StepGraph``.
+
+Nothing of the package's own runs on it (the trainer plays many groups at once with
+:func:`~agentbench_rl.rollout.batched.rollout_groups`): it is the public door for a user's own
+loop or a multi-agent library (docs/estimators-in-use.md), which is why ``pettingzoo`` stays a
+core dependency rather than a test-only one.
 """
 
 from __future__ import annotations
