@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch
+from agentbench_rl.core.batch import REQUIRED_COLUMNS, StepBatch, StepFields
 from agentbench_rl.estimators import EstimatorResult, EstimatorSpec
 from agentbench_rl.estimators.common import AdvantageNorm, normalize_advantages
 from agentbench_rl.rollout.batched import Reward, training_reward
@@ -34,9 +34,20 @@ from agentbench_rl.rollout.batched import Reward, training_reward
 #: Where a sample's step record lives in verl's ``extra_fields``.
 RECORD_KEY = "agentbench_step"
 
-#: The fields of a step record (what the agent loop writes and this module reads): the
-#: ``StepBatch`` columns but group and trajectory (verl's uid and session give those), success,
-#: and the episode's length (for the success reward on its last step).
+
+class VerlStepRecord(StepFields):
+    """One step as it travels in a verl sample's ``extra_fields`` (what the agent loop writes
+    and this module reads): the step's :class:`~agentbench_rl.core.batch.StepFields` (group and
+    trajectory come from verl's uid and session), its task, and, once its episode ends, whether
+    it succeeded and the episode's length (for the success reward on its last step)."""
+
+    task_id: str
+    success: bool
+    steps: int
+
+
+#: The fields every step record must hold to become a row: the ``StepBatch`` columns but
+#: group and trajectory, success and the episode's length.
 RECORD_FIELDS = (
     *(name for name in REQUIRED_COLUMNS if name not in ("group", "traj")),
     "success",

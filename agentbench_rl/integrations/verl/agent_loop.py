@@ -34,7 +34,7 @@ from verl.experimental.agent_loop.agent_loop import (
 )
 
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.integrations.verl.advantages import RECORD_KEY
+from agentbench_rl.integrations.verl.advantages import RECORD_KEY, VerlStepRecord
 from agentbench_rl.integrations.verl.config import train_config_of
 from agentbench_rl.prompting import HistoryStep, action_choices, build_prompt, format_ok
 from agentbench_rl.rollout.batched import training_reward
@@ -111,9 +111,11 @@ class AgentBenchAgentLoop(AgentLoopBase):
                 done = bool(terminated or truncated)
                 valid = action_valid(answer, next_info, format_ok(answer))
                 # the group and trajectory ids come from verl's uids (advantages.py)
-                record = {
+                record: VerlStepRecord = {  # success and steps once the episode ends
                     "task_id": task_id,
                     **step_fields(len(outputs), reward, info, next_info, valid),
+                    "success": False,
+                    "steps": 0,
                 }
                 outputs.append(
                     AgentLoopOutput(
@@ -132,11 +134,11 @@ class AgentBenchAgentLoop(AgentLoopBase):
             env.close()
         won = bool(info["won"])
         records = [output.extra_fields[RECORD_KEY] for output in outputs]
-        for record in records:
-            record.update(success=won, steps=len(outputs))
+        for finished in records:
+            finished.update(success=won, steps=len(outputs))
         final = outputs[-1]
         final.reward_score = sum(
-            training_reward(record, config.reward, config.success_reward) for record in records
+            training_reward(finished, config.reward, config.success_reward) for finished in records
         )
         final.extra_fields["reward_extra_info"] = {
             "success": float(won),
