@@ -355,7 +355,7 @@ def test_batched_driver_matches_rollout_group_records() -> None:
         generator=torch.Generator(),
         capture_hidden=True,
     )
-    assert all(e["success"] for e in batch.episodes)
+    assert all(episode.outcome.success for episode in batch.episodes)
     assert batch.hidden is not None and batch.hidden.shape == (len(batch), 3)
     step_batch = batch.step_batch(with_hidden=True)
     assert step_batch.n_groups == 2 and step_batch.n_trajs == 4

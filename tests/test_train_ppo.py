@@ -16,7 +16,12 @@ torch.set_num_threads(1)  # tiny models: one thread beats two on a shared machin
 from agentbench_rl.core.batch import StepColumns  # noqa: E402
 from agentbench_rl.estimators import NAMES, REGISTRY  # noqa: E402
 from agentbench_rl.models.policy import pack  # noqa: E402
-from agentbench_rl.rollout.batched import RolloutBatch, success_rewards  # noqa: E402
+from agentbench_rl.rollout.batched import (  # noqa: E402
+    RolloutBatch,
+    RolloutEpisode,
+    success_rewards,
+)
+from agentbench_rl.rollout.episode import EpisodeOutcome  # noqa: E402
 from agentbench_rl.train.config import (  # noqa: E402
     TrainConfig,
     apply_overrides,
@@ -110,9 +115,11 @@ def test_success_rewards_only_on_the_last_step_of_won_trajectories() -> None:
         | {"action_key": "a", "valid": True, "success": won[traj]}
         for traj, t in ((0, 0), (0, 1), (1, 0), (1, 1))
     ]
-    rollout = RolloutBatch(
-        StepColumns.of(records), episodes=[{"traj": 0, "steps": 2}, {"traj": 1, "steps": 2}]
-    )
+    episodes = [
+        RolloutEpisode(0, traj, EpisodeOutcome("t", "c", won[traj], 0.0, 2, 0.0, 0, 0))
+        for traj in (0, 1)
+    ]
+    rollout = RolloutBatch(StepColumns.of(records), episodes=episodes)
     assert success_rewards(rollout, 10.0).tolist() == [0.0, 10.0, 0.0, 0.0]
 
 

@@ -104,9 +104,9 @@ def bare_replay(bare: Sequence[Any], batch: RolloutBatch, seed: int) -> tuple[fl
     began = time.perf_counter()
     steps = 0
     for env, episode in zip(bare, batch.episodes, strict=True):
-        task = episode["task_id"]
+        task = episode.outcome.task_id
         env.reset(seed=episode_seed(seed, task), options={"task_id": task})
-        for answer in answers.get(int(episode["traj"]), []):
+        for answer in answers.get(episode.traj, []):
             env.step(answer)
             steps += 1
     return time.perf_counter() - began, steps

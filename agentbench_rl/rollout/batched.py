@@ -19,7 +19,7 @@ import numpy as np
 
 from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
 from agentbench_rl.prompting import PromptConfig, action_choices, build_prompt
-from agentbench_rl.rollout.episode import EpisodeSlot, Lockstep, episode_seed
+from agentbench_rl.rollout.episode import EpisodeOutcome, EpisodeSlot, Lockstep, episode_seed
 from agentbench_rl.rollout.workers import EnvPool
 
 if TYPE_CHECKING:
@@ -40,6 +40,16 @@ class BatchPolicy(Protocol):
         """Answer every prompt (an ``ActOutput``)."""
 
 
+@dataclass(frozen=True)
+class RolloutEpisode:
+    """One trajectory of a rollout batch: its group, its index (the rows' ``traj``) and its
+    outcome as the episode driver typed it where the episode ended."""
+
+    group: int
+    traj: int
+    outcome: EpisodeOutcome
+
+
 @dataclass
 class RolloutBatch:
     """Every step of one iteration's rollouts.
@@ -47,7 +57,7 @@ class RolloutBatch:
     ``rows`` holds the estimator row of every step, as the episode driver wrote it (columns;
     ``records[i]`` reads row i back as a dict); ``prompt_ids[i]``, ``response_ids[i]`` and
     ``logprobs[i]`` its tokens; ``hidden[i]`` its hidden state (when captured). ``episodes`` has
-    one entry per trajectory (group, traj, task_id, success, score, steps, return, invalid).
+    one :class:`RolloutEpisode` per trajectory (its group, its index, its typed outcome).
     In ``choose`` mode ``choices[i]`` holds the tokens of every admissible continuation,
     ``chosen[i]`` the drawn one's index and ``logprobs[i]`` its one log-prob among them.
     """
@@ -57,7 +67,7 @@ class RolloutBatch:
     response_ids: list[list[int]] = field(default_factory=list)
     logprobs: list[np.ndarray] = field(default_factory=list)
     hidden_rows: list[np.ndarray] = field(default_factory=list)
-    episodes: list[dict[str, Any]] = field(default_factory=list)
+    episodes: list[RolloutEpisode] = field(default_factory=list)
     choices: list[list[list[int]]] = field(default_factory=list)
     chosen: list[int] = field(default_factory=list)
 
@@ -133,18 +143,7 @@ def rollout_groups(
     result.rows = lock.rows
     for index in range(n):
         outcome = lock.episodes[index].outcome()
-        result.episodes.append(
-            {
-                "group": index // group_size,
-                "traj": index,
-                "task_id": outcome.task_id,
-                "success": outcome.success,
-                "score": outcome.score,
-                "steps": outcome.steps,
-                "return": outcome.episode_return,
-                "invalid": outcome.invalid_actions,
-            }
-        )
+        result.episodes.append(RolloutEpisode(index // group_size, index, outcome))
     return result
 
 
@@ -188,12 +187,14 @@ def success_rewards(batch: RolloutBatch, success_reward: float) -> np.ndarray:
         >>> rows = StepColumns.of([{"group": 0, "traj": traj, "t": t, "reward": 0.0,
         ...     "obs_key": "o", "state_key": "s", "action_key": "a", "valid": True,
         ...     "success": traj == 0} for traj, t in ((0, 0), (0, 1), (1, 0))])
-        >>> episodes = [{"traj": 0, "steps": 2}, {"traj": 1, "steps": 1}]
-        >>> rollout = RolloutBatch(rows, episodes=episodes)
+        >>> def ended(traj, steps):
+        ...     outcome = EpisodeOutcome("t", "c", traj == 0, 0.0, steps, 0.0, 0, 0)
+        ...     return RolloutEpisode(0, traj, outcome)
+        >>> rollout = RolloutBatch(rows, episodes=[ended(0, 2), ended(1, 1)])
         >>> success_rewards(rollout, 10.0).tolist()
         [0.0, 10.0, 0.0]
     """
-    steps = {episode["traj"]: episode["steps"] for episode in batch.episodes}
+    steps = {episode.traj: episode.outcome.steps for episode in batch.episodes}
     traj, t, success = (batch.rows.column(name).tolist() for name in ("traj", "t", "success"))
     return np.array(
         [

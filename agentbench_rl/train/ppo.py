@@ -487,24 +487,26 @@ def rollout_metrics(rollout: RolloutBatch) -> MetricsRow:
     success reward their episode returns are equal, so an episode-level advantage is 0 there).
 
     Example:
+        >>> from agentbench_rl.rollout.batched import RolloutEpisode
+        >>> from agentbench_rl.rollout.episode import EpisodeOutcome
         >>> batch = RolloutBatch(episodes=[
-        ...     {"group": g, "success": s, "return": 10.0 * s, "steps": 2, "invalid": 0}
-        ...     for g, s in [(0, True), (0, False), (1, False), (1, False)]])
+        ...     RolloutEpisode(g, k, EpisodeOutcome("t", "c", s, float(s), 2, 10.0 * s, 0, 0))
+        ...     for k, (g, s) in enumerate([(0, True), (0, False), (1, False), (1, False)])])
         >>> rollout_metrics(batch)["train/uniform_groups"]  # group 1 all failed
         0.5
     """
-    episodes = rollout.episodes
-    steps = sum(e["steps"] for e in episodes)
+    ended = [episode.outcome for episode in rollout.episodes]
+    steps = sum(outcome.steps for outcome in ended)
     lengths = [len(response) for response in rollout.response_ids]
     outcomes: dict[int, set[bool]] = {}
-    for episode in episodes:
-        outcomes.setdefault(episode["group"], set()).add(bool(episode["success"]))
+    for episode in rollout.episodes:
+        outcomes.setdefault(episode.group, set()).add(episode.outcome.success)
     return {
-        "train/success": float(np.mean([e["success"] for e in episodes])),
+        "train/success": float(np.mean([outcome.success for outcome in ended])),
         "train/uniform_groups": float(np.mean([len(seen) == 1 for seen in outcomes.values()])),
-        "train/return": float(np.mean([e["return"] for e in episodes])),
-        "train/episode_length": float(np.mean([e["steps"] for e in episodes])),
-        "train/invalid_rate": float(sum(e["invalid"] for e in episodes) / max(1, steps)),
+        "train/return": float(np.mean([outcome.episode_return for outcome in ended])),
+        "train/episode_length": float(np.mean([outcome.steps for outcome in ended])),
+        "train/invalid_rate": float(sum(o.invalid_actions for o in ended) / max(1, steps)),
         "train/rows": float(len(rollout)),
         "train/response_tokens": float(np.mean(lengths)) if lengths else 0.0,
     }
