@@ -582,6 +582,21 @@ def _recorded(line: dict[str, Any]) -> TruthSettings | None:
         return None
 
 
+def same_settings(recorded: TruthSettings | None, settings: TruthSettings) -> bool:
+    """Whether a journal's settings are ``settings``, paths of the machines compared as their
+    portable forms (a journal shipped with a credit set resumes on another machine).
+
+    Example:
+        >>> here = TruthSettings(env="sokoban", agent="hf:/home/me/runs/policy")
+        >>> there = TruthSettings(env="sokoban", agent="hf:/tmp/x/policy")
+        >>> same_settings(there, here), same_settings(there.model_copy(update={"seed": 1}), here)
+        (True, False)
+    """
+    return recorded is not None and portable_values(recorded.record()) == portable_values(
+        settings.record()
+    )
+
+
 def _read_journal(
     path: Path, settings: TruthSettings, weights: str | None, batch: PlayedBatch
 ) -> dict[int, list[Piece]]:
@@ -604,7 +619,7 @@ def _read_journal(
             if not isinstance(line, dict):
                 raise ValueError(f"{path} line 1: not a journal header; delete the file")
             sealed = line.get("checksums") is True
-            if _recorded(line) != settings:
+            if not same_settings(_recorded(line), settings):
                 raise ValueError(
                     f"{path} holds continuations of other settings ({line}); "
                     "use another --out or delete it"
@@ -726,7 +741,8 @@ def run(
     with journal_path.open("a", encoding="utf-8") as journal, progress_display(console) as bar:
         if journal.tell() == 0:
             header = {
-                "settings": settings.record(),
+                # paths of this machine left out: a journal shipped with a set resumes anywhere
+                "settings": portable_values(settings.record()),
                 "agent_weights": weights,
                 "batch": batch.fingerprint(),
                 "checksums": True,

@@ -31,7 +31,8 @@ def printable(text: str) -> str:
     )
 
 
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/(?:[\w.+@-]+/)*[\w.+@-]+")
+# not after ">": "<local>/x" is already portable (the function is idempotent)
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/>-])/(?:[\w.+@-]+/)*[\w.+@-]+")
 
 
 def without_machine_paths(text: str, root: str | None = None) -> str:
@@ -42,6 +43,8 @@ def without_machine_paths(text: str, root: str | None = None) -> str:
     Example:
         >>> without_machine_paths("--agent hf:/repo/x --env-option data_dir=/tmp/ws", "/repo")
         '--agent hf:x --env-option data_dir=<local>/ws'
+        >>> without_machine_paths("hf:<local>/policy")
+        'hf:<local>/policy'
     """
     base = (root or os.getcwd()).rstrip("/") + "/"
 
