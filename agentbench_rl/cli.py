@@ -37,7 +37,7 @@ from agentbench_rl.extras import extra_of, install_hint, require
 from agentbench_rl.harness.config import EvalConfig, RunOptions
 from agentbench_rl.integrations.serving import DEFAULT_PORT
 from agentbench_rl.progress import console_for
-from agentbench_rl.spec.doors import Door
+from agentbench_rl.spec.doors import Door, option_of
 from agentbench_rl.spec.typed import one_line
 
 #: The errors a command ends on with one line and exit status 2, wherever they are raised: bad
@@ -156,9 +156,9 @@ def with_doors(
 
 def _door_option(door: Door, name: str, default: Any, hidden: bool = False) -> inspect.Parameter:
     """The option ``--name`` of one door (a flag for true/false, repeatable for a list)."""
-    option = "--" + name.replace("_", "-")
+    option = option_of(name)
     if door.value is bool and door.default is True:  # a flag on by default can be turned off
-        option += f"/--no-{name.replace('_', '-')}"
+        option += f"/--no-{option.removeprefix('--')}"
     declared = typer.Option(option, help=door.help, hidden=hidden, show_default=not hidden)
     if door.value is bool:
         annotation: Any = Annotated[bool, declared]

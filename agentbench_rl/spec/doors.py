@@ -64,7 +64,7 @@ class Door:
     @property
     def option(self) -> str:
         """The option's name on the command line."""
-        return _option(self.name)
+        return option_of(self.name)
 
     @property
     def help(self) -> str:
@@ -141,7 +141,13 @@ def read_inputs(doors: Iterable[Door], given: Mapping[str, Any]) -> dict[str, An
     return record
 
 
-def _option(name: str) -> str:
+def option_of(name: str) -> str:
+    """The command-line option of a field or old name: ``--`` and dashes for underscores.
+
+    Example:
+        >>> option_of("env_kwargs")
+        '--env-kwargs'
+    """
     return "--" + name.replace("_", "-")
 
 
