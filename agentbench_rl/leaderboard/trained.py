@@ -92,7 +92,8 @@ class FiledRun:
 
 
 def parameter_count(policy: Path) -> int:
-    """The number of parameters in the weight files of a saved policy (from their headers).
+    """The number of parameters of a saved policy: from its weight files' headers, or, for a
+    DRRN (whose weights file holds only the table rows training moved), from its config.
 
     Example:
         >>> parameter_count(Path("no-such-folder"))
@@ -100,6 +101,11 @@ def parameter_count(policy: Path) -> int:
     """
     from safetensors import safe_open
 
+    from agentbench_rl.models.drrn import saved_parameter_count
+
+    drrn = saved_parameter_count(policy)
+    if drrn is not None:
+        return drrn
     total = 0
     for path in sorted(Path(policy).glob(f"*{WEIGHT_SUFFIXES[0]}")):
         with safe_open(str(path), framework="np") as weights:

@@ -205,6 +205,23 @@ def is_drrn_folder(path: str | Path) -> bool:
         return False
 
 
+def saved_parameter_count(folder: str | Path) -> int | None:
+    """The parameters of the DRRN saved in ``folder`` (its whole tables, which the weights file
+    holds as the rows training moved), or ``None`` when no DRRN was saved there.
+
+    Example:
+        >>> saved_parameter_count("no-such-folder") is None
+        True
+    """
+    if not is_drrn_folder(folder):
+        return None
+    stored = json.loads((Path(folder) / "config.json").read_text("utf-8"))
+    config = DRRNConfig.read({k: v for k, v in stored.items() if k in DRRNConfig.model_fields})
+    with torch.device("meta"):  # shapes only: nothing is drawn or allocated
+        model = DRRN(config)
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
 def load_drrn(folder: str | Path, device: str = "cpu") -> tuple[DRRN, TextFeatures]:
     """A saved DRRN and its features; ``ValueError`` naming the folder when they do not read."""
     from safetensors.torch import load_file
