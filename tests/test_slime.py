@@ -12,30 +12,18 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from test_verl_parts import SUPPORTED, verl_rows
 
-from agentbench_rl.agents.simple import RandomAgent
-from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.estimators import REGISTRY, EstimatorSpec, StepBatch, available, compute
 from agentbench_rl.integrations.slime import STEPS_KEY, advantages
-from agentbench_rl.rollout.group import GroupEnv, rollout_group
-
-SUPPORTED = [name for name in REGISTRY if name != "bipace"]  # BiPACE needs hidden states
 
 
 def slime_samples(seed: int) -> list[dict[str, Any]]:
-    """Two Sokoban groups of four random members, one slime sample per step (its record)."""
-    samples = []
-    for group, task in (("task-a", "val-0000"), ("task-b", "val-0003")):
-        env = GroupEnv(EnvSpec(name="sokoban", split="val", max_steps=5), group_size=4)
-        rollout = rollout_group(env, RandomAgent(), task, seed=seed)
-        steps = {traj: outcome["steps"] for traj, outcome in rollout.outcomes.items()}
-        for record in rollout.records:
-            step = {key: record[key] for key in ("t", "reward", "obs_key", "state_key")}
-            step |= {"action_key": record["action_key"], "valid": bool(record["valid"])}
-            step |= {"success": record["success"], "steps": steps[record["traj"]]}
-            member = int(record["traj"].rsplit("_", 1)[1])
-            samples.append({**step, "group": group, "member": member})
-    return samples
+    """verl's test rows (two Sokoban groups of four random members) as slime samples: the step
+    record with its group and member."""
+    return [
+        {**row["record"], "group": row["uid"], "member": row["session"]} for row in verl_rows(seed)
+    ]
 
 
 @pytest.mark.parametrize("name", SUPPORTED)

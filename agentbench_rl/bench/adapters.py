@@ -20,8 +20,6 @@ timed here.
 from __future__ import annotations
 
 import functools
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ from agentbench_rl.bench.estimators import (
     FULL_SIZES,
     QUICK_SIZES,
     SyntheticRollout,
+    best_time,
     synthetic_rollout,
 )
 from agentbench_rl.core.batch import StepBatch
@@ -141,15 +140,6 @@ def _returns_to_go(traj: np.ndarray, reward: np.ndarray, gamma: float) -> np.nda
     return returns
 
 
-def best_time(call: Callable[[], object], repeats: int = REPEATS) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        started = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def run(quick: bool, console: Console) -> list[AdapterTime]:
     """Time every adapter against the direct call at each size; print the table."""
     found = []
@@ -157,11 +147,11 @@ def run(quick: bool, console: Console) -> list[AdapterTime]:
         rollout = synthetic_rollout(rows, seed=rows)
         batch = rollout.batch()
         direct_values = np.asarray(EstimatorSpec(ESTIMATOR).compute(rollout.batch()).advantages)
-        direct = best_time(functools.partial(_direct, rollout))
+        direct = best_time(functools.partial(_direct, rollout), REPEATS)
         for name, call in adapter_calls(batch).items():
             if not np.allclose(per_row(call()), direct_values, rtol=1e-5, atol=1e-6):
                 raise AssertionError(f"{name}: not the direct call's advantages")
-            seconds = best_time(call)
+            seconds = best_time(call, REPEATS)
             found.append(AdapterTime(name, rows, seconds, seconds / direct))
         found.append(AdapterTime("direct compute", rows, direct, 1.0))
     console.print(table(found))
