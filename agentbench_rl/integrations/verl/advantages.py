@@ -83,27 +83,27 @@ def step_batch_from_rows(
     keep = np.flatnonzero(~np.asarray(padding, dtype=bool))
     if keep.size == 0:
         raise ValueError("verl rows: every row of the batch is padding")
-    columns: dict[str, list[Any]] = {name: [] for name in ("group", "traj", *RECORD_FIELDS)}
-    next_keys: list[Any] = []  # GraphGPO's next observation, where every record carries it
-    for row in keep.tolist():
+    rows = keep.tolist()
+    kept: list[Mapping[str, Any]] = []
+    needed = set(RECORD_FIELDS)
+    for row in rows:  # checked first: the columns below read every field
         record = records[row]
         if not isinstance(record, Mapping):
             raise ValueError(
                 f"verl rows: row {row} (uid {uids[row]}) has no '{RECORD_KEY}' step record; "
                 "was it produced by the agentbench agent loop?"
             )
-        missing = [name for name in RECORD_FIELDS if name not in record]
-        if missing:
+        if not needed <= record.keys():
+            missing = [name for name in RECORD_FIELDS if name not in record]
             raise ValueError(f"verl rows: row {row}'s step record lacks {', '.join(missing)}")
-        columns["group"].append(str(uids[row]))
-        columns["traj"].append(f"{uids[row]}/{int(sessions[row])}")
-        for name in RECORD_FIELDS:
-            columns[name].append(record[name])
-        next_keys.append(record.get("next_obs_key"))
-    rewards = [
-        training_reward(dict(zip(RECORD_FIELDS, values, strict=True)), reward, success_reward)
-        for values in zip(*(columns[name] for name in RECORD_FIELDS), strict=True)
-    ]
+        kept.append(record)
+    columns: dict[str, list[Any]] = {
+        "group": [str(uids[row]) for row in rows],
+        "traj": [f"{uids[row]}/{int(sessions[row])}" for row in rows],
+        **{name: [record[name] for record in kept] for name in RECORD_FIELDS},
+    }
+    next_keys = [record.get("next_obs_key") for record in kept]  # GraphGPO's, where all carry it
+    rewards = [training_reward(record, reward, success_reward) for record in kept]
     batch = StepBatch(
         group=np.array(columns["group"], dtype=object),
         traj=np.array(columns["traj"], dtype=object),
