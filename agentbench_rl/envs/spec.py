@@ -90,8 +90,8 @@ class EnvSpec(Spec):
         them (:data:`RECORD_NAMES`).
 
         Example:
-            >>> [door.option for door in EnvSpec.doors("name", "kwargs")]
-            ['--env', '--env-kwargs']
+            >>> tuple(door.option for door in EnvSpec.doors("name", "kwargs"))
+            ('--env', '--env-kwargs')
         """
         chosen = {name: cls.model_fields[name] for name in fields or cls.model_fields}
         return doors_of(chosen, aliases=cls.ALIASES, names=cls.RECORD_NAMES)

@@ -79,8 +79,8 @@ class EvalConfig(Spec):
         of ``agentbench_rl.evaluate`` (the env's first, then the agent, then the rest).
 
         Example:
-            >>> [door.name for door in EvalConfig.doors()][:3]
-            ['env', 'agent', 'split']
+            >>> tuple(door.name for door in EvalConfig.doors()[0:3])
+            ('env', 'agent', 'split')
         """
         own = {name: info for name, info in cls.model_fields.items() if name != "env"}
         env_fields = [name for name in EnvSpec.model_fields if name not in cls.INTERNAL]
