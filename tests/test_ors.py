@@ -296,7 +296,9 @@ def test_a_bad_session_is_one_line_in_the_servers_log(
         time.sleep(0.5)
     output = capfd.readouterr()
     assert "Traceback" not in output.err + output.out and "setup_failed" not in output.err
-    assert [record.getMessage() for record in caplog.records] == [
+    # the server's logger only: an earlier test's abandoned client session may be collected
+    # (and logged by asyncio) while this one runs
+    assert [r.getMessage() for r in caplog.records if r.name == "agentbench_rl.serve"] == [
         "session refused: sokoban: 'test-9999' is not a task id of split 'test'"
     ]
 
