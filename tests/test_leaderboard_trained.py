@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +170,7 @@ TINY_GREEDY = [*TINY, "val_greedy=true"]
 
 @pytest.mark.slow  # a tiny training run, then the 500 Sokoban test levels
 def test_file_runs_files_each_finished_run_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("torch")
     yaml = pytest.importorskip("yaml")
@@ -240,6 +241,22 @@ def test_file_runs_files_each_finished_run_once(
         main(["leaderboard", "file-runs", str(sweep), *TINY_GREEDY, "--root", str(root)])
     assert third.value.code in (0, None), capsys.readouterr().err
     assert stored_submissions(root) == filed
+
+    # Episodes another entry already has (two collapsed policies can play the same ones): the
+    # run is named, not filed, and the command goes on to the others.
+    from agentbench_rl.leaderboard import trained
+    from agentbench_rl.leaderboard.validate import SubmissionError
+
+    def same_episodes(folder: Path, board: Path) -> Path:
+        raise SubmissionError("these episodes are on the board already as elsewhere")
+
+    shutil.rmtree(filed[0])
+    monkeypatch.setattr(trained, "submit", same_episodes)
+    with pytest.raises(SystemExit) as fourth:
+        main(["leaderboard", "file-runs", str(sweep), *TINY_GREEDY, "--root", str(root)])
+    err = capsys.readouterr().err
+    assert fourth.value.code == 1 and "not filed: these episodes are on the board already" in err
+    assert not (root / ".file-runs").exists()
 
 
 # ------------------------------------------------------------------------------ run checks

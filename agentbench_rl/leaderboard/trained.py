@@ -307,17 +307,15 @@ def file_run(
     atomic_write_text(test / CURVES_FILE, json.dumps({str(config.seed): curve}, indent=1) + "\n")
     try:
         filed = submit(test, root)
-    except SubmissionError:
+    except SubmissionError as refused:
         # Filed meanwhile by another file-runs (the same files give the same id): keep that one.
         if (found := filed_submission(root, config.env, split, record["weights"])) is None:
-            raise
+            # Another run played the very same episodes (two collapsed policies can): the board
+            # files those once, so this run is named, not filed, and the others go on.
+            _clear(work)
+            raise RunError(f"{run}: not filed: {refused}") from None
         filed = found
-    shutil.rmtree(work, ignore_errors=True)
-    for emptied in (work.parent, work.parent.parent):  # the cell's and the scratch folder
-        try:
-            emptied.rmdir()
-        except OSError:  # not empty: other runs are in progress there
-            break
+    _clear(work)
     return FiledRun(
         run=Path(run),
         submission=filed,
@@ -327,6 +325,16 @@ def file_run(
         val_episodes_differing=differing,
         test_success=float(summary["success"]["mean"]),
     )
+
+
+def _clear(work: Path) -> None:
+    """Remove a run's scratch evaluation, and its cell's and the scratch folder once empty."""
+    shutil.rmtree(work, ignore_errors=True)
+    for emptied in (work.parent, work.parent.parent):
+        try:
+            emptied.rmdir()
+        except OSError:  # not empty: other runs are in progress there
+            break
 
 
 def file_runs(
