@@ -147,16 +147,17 @@ def test_the_board_shows_runs_trained_here_in_their_own_section(
     # mean ± t(0.975, 1) * |a - b| / 2 with t(0.975, 1) = 12.7062 (tables).
     a, b = success_by_hand(runs[0]), success_by_hand(runs[1])
     mean, half = (a + b) / 2, 12.7062 * abs(a - b) / 2
-    gigpo = next(row for row in summary if row[1] == "gigpo")
-    assert gigpo[2:4] == ["2", "0, 1"]
-    assert gigpo[4].strip() == (
+    gigpo = next(row for row in summary if row[2] == "gigpo")
+    assert gigpo[1] == "sokoban-tiny-cpu-campaign"  # runs of one campaign, ranked within it
+    assert gigpo[3:5] == ["2", "0, 1"]
+    assert gigpo[5].strip() == (
         f"{100 * mean:.1f} \\[{100 * (mean - half):.1f}, {100 * (mean + half):.1f}\\]"
     )
     # The curves of the runs start at 40% (iteration 20) and end at 50%: the trainer's final
     # validation in the metadata (0.5) is what the final column shows.
-    assert gigpo[5].strip() == "40.0 → 50.0"
-    grpo = next(row for row in summary if row[1] == "grpo")
-    assert grpo[4].strip() == f"{100 * success_by_hand(runs[2]):.1f} \\[—\\]"
+    assert gigpo[6].strip() == "40.0 → 50.0"
+    grpo = next(row for row in summary if row[2] == "grpo")
+    assert grpo[5].strip() == f"{100 * success_by_hand(runs[2]):.1f} \\[—\\]"
     assert "](site/sokoban-val-trained.png)" in section
     assert (root / "site" / "sokoban-val-trained.png").is_file()
     page = (root / "site" / "index.html").read_text("utf-8")

@@ -349,12 +349,16 @@ def trained_table(board: Board) -> Table:
 
 
 def estimator_table(board: Board) -> Table:
-    """Per estimator: mean success of its runs trained here, with a t-interval over seeds."""
-    by_estimator: dict[str, list[Entry]] = {}
+    """Per campaign (the sweep a run was trained by) and estimator: mean success of its runs
+    trained here, with a t-interval over seeds; ranked within each campaign, since runs of two
+    campaigns (another model, start or budget) do not compare."""
+    by_estimator: dict[tuple[str, str], list[Entry]] = {}
     for entry in board.trained_here:
-        by_estimator.setdefault(entry.metadata.estimator or NONE, []).append(entry)
+        run = entry.metadata.training_run
+        campaign = Path(run.sweep).stem if run is not None else NONE
+        by_estimator.setdefault((campaign, entry.metadata.estimator or NONE), []).append(entry)
     summary = []
-    for estimator, entries in by_estimator.items():
+    for (campaign, estimator), entries in by_estimator.items():
         test = [entry.success for entry in entries]
         mean = sum(test) / len(test)
         interval = NONE
@@ -368,30 +372,35 @@ def estimator_table(board: Board) -> Table:
         if firsts:
             val = f"{percent(sum(firsts) / len(firsts))} → {val}"
         seeds = sorted(run.seed for run in runs)
-        summary.append((mean, estimator, len(entries), seeds, interval, val))
-    summary.sort(key=lambda row: (-row[0], row[1]))
-    rows = tuple(
-        (
-            _plain(str(rank)),
-            _plain(estimator),
-            _plain(str(runs)),
-            _plain(", ".join(str(seed) for seed in seeds)),
-            _plain(f"{percent(mean)} [{interval}]"),
-            _plain(val),
+        summary.append((campaign, mean, estimator, len(entries), seeds, interval, val))
+    summary.sort(key=lambda row: (row[0], -row[1], row[2]))
+    rows = []
+    rank, previous = 0, None
+    for campaign, mean, estimator, count, seeds, interval, val in summary:
+        rank, previous = (rank + 1 if campaign == previous else 1), campaign
+        rows.append(
+            (
+                _plain(str(rank)),
+                _plain(campaign),
+                _plain(estimator),
+                _plain(str(count)),
+                _plain(", ".join(str(seed) for seed in seeds)),
+                _plain(f"{percent(mean)} [{interval}]"),
+                _plain(val),
+            )
         )
-        for rank, (mean, estimator, runs, seeds, interval, val) in enumerate(summary, start=1)
-    )
     headers = (
         "#",
+        "campaign",
         "estimator",
         "runs",
         "seeds",
         "success % [95% t over seeds]",
         "val % (first → final validation)",
     )
-    align = ("r", "l", "r", "l", "r", "r")
-    ids = tuple(row[1] for row in summary)
-    return Table("trained-summary", headers, align, rows, ids)
+    align = ("r", "l", "l", "r", "l", "r", "r")
+    ids = tuple(f"{row[0]}/{row[2]}" for row in summary)
+    return Table("trained-summary", headers, align, tuple(rows), ids)
 
 
 def _paper_cell(row: ReportedRow, reported: ReportedNumbers) -> Cell:
