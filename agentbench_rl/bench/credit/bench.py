@@ -6,7 +6,9 @@ Example:
     >>> from agentbench_rl.bench.credit.sets import mdp_set, write_set
     >>> root = Path(tempfile.mkdtemp())
     >>> write_set(mdp_set("lucky_rare", tasks=6, group_size=4), root / "sets" / "mdp-lucky-rare")
-    >>> report = run(["grpo", "gigpo"], root / "sets", root / "out", against="grpo", timed=False)
+    >>> bench = CreditBench(estimators=["grpo", "gigpo"], sets=root / "sets", against="grpo",
+    ...                     speed=False)
+    >>> report = run(bench, root / "out")
     >>> report.estimators()
     ['grpo', 'gigpo', 'perfect baseline (G_t − V)', "ceiling (truth's noise)"]
 """
@@ -203,7 +205,8 @@ def summary_table(report: Report) -> str:
         >>> from agentbench_rl.bench.credit.sets import mdp_set, write_set
         >>> root = Path(tempfile.mkdtemp())
         >>> write_set(mdp_set("lucky_rare", tasks=6, group_size=4), root / "mdp-lucky-rare")
-        >>> print(summary_table(run(["grpo"], root, timed=False)).splitlines()[-1])
+        >>> bench = CreditBench(estimators=["grpo"], sets=root, speed=False)
+        >>> print(summary_table(run(bench)).splitlines()[-1])
         sets: [1] mdp-lucky-rare
     """
     names = [credit.name for credit in report.sets]
