@@ -238,9 +238,8 @@ def eval_command(
     from agentbench_rl.harness.config import read_evaluation
     from agentbench_rl.harness.evaluate import evaluate
 
-    if allow_modified_games:
-        inputs["env_kwargs"] = [*(inputs["env_kwargs"] or []), "allow_modified_games=true"]
-    config, options = read_evaluation(inputs)
+    modified = {"allow_modified_games": True} if allow_modified_games else None
+    config, options = read_evaluation(inputs, env_kwargs=modified)
     out = out if out is not None else config.default_folder()
     try:
         summary = evaluate(config, out, options, console=console)

@@ -96,6 +96,17 @@ def test_old_names_stay_as_hidden_options_and_keywords() -> None:
         read_inputs(EvalConfig.doors(), {"categories": ["a"], "category": ["b"]})
 
 
+def test_allow_modified_games_joins_the_env_options_under_any_name(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--allow-modified-games is an env option: it joins those given as --env-option too (it
+    once made them "given twice"); Sokoban takes no such option, which says it arrived."""
+    with pytest.raises(SystemExit):
+        main(["eval", "--env-option", "width=6", "--allow-modified-games", "--out", str(tmp_path)])
+    line = capsys.readouterr().err.strip()
+    assert "takes no option 'allow_modified_games'" in line and "given twice" not in line
+
+
 def test_adding_a_field_is_one_edit() -> None:
     """A field added to a declaration gets its option from the field alone."""
     from pydantic import Field

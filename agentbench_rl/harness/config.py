@@ -241,10 +241,13 @@ class RunOptions(Spec):
         return self.concurrency if self.batch_size is None else self.batch_size
 
 
-def read_evaluation(given: Mapping[str, Any]) -> tuple[EvalConfig, RunOptions]:
+def read_evaluation(
+    given: Mapping[str, Any], env_kwargs: Mapping[str, Any] | None = None
+) -> tuple[EvalConfig, RunOptions]:
     """An evaluation and how it runs, from what a door was given (``eval``'s options,
     ``agentbench_rl.evaluate``'s keywords; old names taken, ``None`` not given): the one reader
-    of both, so every bad input is the same one line in both.
+    of both, so every bad input is the same one line in both. ``env_kwargs`` joins the env
+    options given under any of their names (``eval --allow-modified-games``).
 
     Example:
         >>> given = {"env": "textcraft", "agent": "random", "category": ["depth-1"], "workers": 2}
@@ -257,5 +260,7 @@ def read_evaluation(given: Mapping[str, Any]) -> tuple[EvalConfig, RunOptions]:
         ValueError: seeds.0 must be a whole number >= 0, got -1
     """
     record = read_inputs((*EvalConfig.doors(), *RunOptions.doors()), given)
+    if env_kwargs:
+        record["env_kwargs"] = {**record.get("env_kwargs", {}), **env_kwargs}
     how = {key: record.pop(key) for key in RunOptions.model_fields if key in record}
     return EvalConfig.read(record), RunOptions.read(how)
