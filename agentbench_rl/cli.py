@@ -29,7 +29,6 @@ from agentbench_rl.bench.credit.settings import CreditBench
 from agentbench_rl.bench.limits import TRUTH_LIMITS
 from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.core.text import printable
-from agentbench_rl.envs import ENVS
 from agentbench_rl.envs.install import DEFAULT_MAX_BYTES
 from agentbench_rl.envs.remote import ServerGone
 from agentbench_rl.envs.spec import EnvSpec
@@ -171,7 +170,8 @@ def _door_option(door: Door, name: str, default: Any, hidden: bool = False) -> i
     )
 
 
-ENV_HELP = f"Env: {', '.join(ENVS)} (or a Gymnasium id)"
+#: The env option's help where a command does not derive it: the EnvSpec field's description.
+ENV_HELP = EnvSpec.model_fields["name"].description
 
 
 def made_by() -> dict[str, Any]:
@@ -268,7 +268,7 @@ SERVE_ENV_INTERNAL = {
 
 @app.command("serve-env")
 @with_doors(
-    *EnvSpec.doors(*(name for name in EnvSpec.model_fields if name not in SERVE_ENV_INTERNAL)),
+    *EnvSpec.doors(without=SERVE_ENV_INTERNAL),
     defaults={"env": "sokoban"},
 )
 def serve_env_command(
@@ -373,7 +373,7 @@ def train_command(
     overrides: Annotated[
         list[str] | None, typer.Argument(help="key=value config overrides (bc.epochs=3).")
     ] = None,
-    env: Annotated[str | None, typer.Option(help=f"{ENV_HELP}.")] = None,
+    env: Annotated[str | None, typer.Option(help=ENV_HELP)] = None,
     estimator: Annotated[
         str | None, typer.Option(help="Estimator name (`agentbench-rl estimators` lists them).")
     ] = None,

@@ -103,7 +103,7 @@ class TruthSettings(Spec):
     def doors(cls) -> tuple[Door, ...]:
         """Its inputs: the options of ``bench fidelity --env`` (the env's first)."""
         own = {name: info for name, info in cls.model_fields.items() if name != "env"}
-        env = EnvSpec.doors(*(name for name in EnvSpec.model_fields if name != "panel"))
+        env = EnvSpec.doors(without=("panel",))  # its own panel is a size: it draws the env's
         return (*env, *doors_of(own))
 
     def env_spec(self) -> EnvSpec:

@@ -14,7 +14,7 @@ Example:
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -85,15 +85,15 @@ class EnvSpec(Spec):
     }
 
     @classmethod
-    def doors(cls, *fields: str) -> tuple[Door, ...]:
-        """The doors of ``fields`` (all when none are named), named as the flat record names
-        them (:data:`RECORD_NAMES`).
+    def doors(cls, without: Collection[str] = ()) -> tuple[Door, ...]:
+        """The doors of its fields but those ``without`` (what a command or record does not
+        take), named as the flat record names them (:data:`RECORD_NAMES`).
 
         Example:
-            >>> tuple(door.option for door in EnvSpec.doors("name", "kwargs"))
-            ('--env', '--env-kwargs')
+            >>> tuple(door.option for door in EnvSpec.doors(without=("categories", "panel")))
+            ('--env', '--split', '--env-kwargs', '--max-steps')
         """
-        chosen = {name: cls.model_fields[name] for name in fields or cls.model_fields}
+        chosen = {name: info for name, info in cls.model_fields.items() if name not in without}
         return doors_of(chosen, aliases=cls.ALIASES, names=cls.RECORD_NAMES)
 
     @classmethod

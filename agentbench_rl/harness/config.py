@@ -82,10 +82,9 @@ class EvalConfig(Spec):
             >>> tuple(door.name for door in EvalConfig.doors()[0:3])
             ('env', 'agent', 'split')
         """
-        own = {name: info for name, info in cls.model_fields.items() if name != "env"}
-        env_fields = [name for name in EnvSpec.model_fields if name not in cls.INTERNAL]
-        env = EnvSpec.doors(*env_fields)
-        return (env[0], *doors_of(own)[:1], *env[1:], *doors_of(own)[1:])
+        own = doors_of({name: info for name, info in cls.model_fields.items() if name != "env"})
+        env = EnvSpec.doors(without=cls.INTERNAL)
+        return (env[0], own[0], *env[1:], *own[1:])
 
     @model_validator(mode="before")
     @classmethod
