@@ -37,6 +37,7 @@ from agentbench_rl.bench.estimators import (
 )
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.estimators import EstimatorSpec
+from agentbench_rl.estimators.common import discounted_sum_to_go
 from agentbench_rl.integrations import slime, token_rows
 from agentbench_rl.integrations.verl import advantages as verl_rows
 
@@ -64,14 +65,13 @@ def adapter_calls(batch: StepBatch) -> dict[str, Callable[[], Any]]:
     gamma = token_rows.estimator_gamma(ESTIMATOR, {})
     n = len(batch)
     traj = np.asarray(batch.traj)
-    scores = np.bincount(np.unique(traj, return_inverse=True)[1], weights=batch.reward)
-    score_of_row = scores[np.unique(traj, return_inverse=True)[1]]
-    returns = _returns_to_go(traj, np.asarray(batch.reward, dtype=np.float64), gamma)
+    members = np.unique(traj, return_inverse=True)[1]  # each row's trajectory, numbered
+    score_of_row = np.bincount(members, weights=batch.reward)[members]
+    returns = discounted_sum_to_go(batch, np.asarray(batch.reward, dtype=np.float64), gamma)
     token_level = np.zeros((n, TOKENS))
     token_level[:, -1] = score_of_row
     mask = np.ones((n, TOKENS), dtype=np.float32)
     group = np.asarray(batch.group)
-    members = np.unique(traj, return_inverse=True)[1]
     records = [
         {
             "t": int(batch.t[row]),
@@ -128,16 +128,6 @@ def per_row(returned: Any) -> np.ndarray:
         return np.array([float(tensor[0]) for tensor in returned])
     array = np.asarray(token_rows.as_numpy(returned), dtype=np.float64)
     return array[:, 0] if array.ndim == 2 else array
-
-
-def _returns_to_go(traj: np.ndarray, reward: np.ndarray, gamma: float) -> np.ndarray:
-    """Each row's discounted return from its step on (rows of a trajectory in step order)."""
-    returns = np.zeros(len(reward))
-    following: dict[Any, float] = {}
-    for row in range(len(reward) - 1, -1, -1):
-        returns[row] = reward[row] + gamma * following.get(traj[row], 0.0)
-        following[traj[row]] = returns[row]
-    return returns
 
 
 def run(quick: bool, console: Console) -> list[AdapterTime]:

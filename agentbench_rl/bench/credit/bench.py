@@ -115,8 +115,8 @@ def run(
     started = time.perf_counter()
     sets = read_sets(bench.sets if bench.sets is not None else STANDARD_SETS)
     against = bench.against
-    scored = list(candidates) or [Candidate.parse(spec) for spec in bench.estimators]
-    scored = scored or default_candidates()
+    named = [Candidate.parse(spec) for spec in bench.estimators]
+    scored = list(candidates) or named or default_candidates()
     if against is not None and against not in [c.label for c in scored]:
         scored.append(Candidate.parse(against))
     report = Report(sets=sets, against=against)
