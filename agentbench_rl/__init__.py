@@ -70,7 +70,6 @@ def evaluate(
     from agentbench_rl.envs.spec import EnvSpec
     from agentbench_rl.harness.config import read_evaluation
     from agentbench_rl.harness.evaluate import evaluate as run_evaluation
-    from agentbench_rl.spec.records import Evaluation
 
     spec = agent if isinstance(agent, str) else _python_spec(agent)
     if isinstance(env, EnvSpec):
@@ -79,7 +78,7 @@ def evaluate(
             raise ValueError(f"evaluate: give {given[0]} in the EnvSpec, not beside it")
     config, options = read_evaluation({**inputs, "env": env, "agent": spec})
     folder = Path(out) if out is not None else config.default_folder()
-    return Evaluation.of(run_evaluation(config, folder, options))
+    return run_evaluation(config, folder, options)
 
 
 def _env_keys() -> list[str]:

@@ -127,8 +127,8 @@ def test_saved_policy_plays_through_the_harness_reproducibly(
     assert (tmp_path / "a" / "episodes.csv").read_text() == (
         tmp_path / "b" / "episodes.csv"
     ).read_text()
-    assert first["n_episodes"] == 2 and first["invalid_action_rate"] == 0.0  # choose mode
-    assert second["success"]["mean"] == first["success"]["mean"]
+    assert first.n_episodes == 2 and first.invalid_action_rate == 0.0  # choose mode
+    assert second.success.mean == first.success.mean
 
 
 def test_stored_settings_and_overrides(saved_policy: Path) -> None:

@@ -167,7 +167,7 @@ def test_agent_plays_sokoban_through_the_harness(
     spec = f"openai:{server.base_url}#tiny?temperature=0.7&max_tokens=6"
     config = EvalConfig(env="sokoban", split="val", agent=spec, limit=2, max_steps=3)
     summary = evaluate(config, tmp_path / "run")
-    assert summary["n_episodes"] == 2 and summary["mean_steps"] <= 3
+    assert summary.n_episodes == 2 and summary.mean_steps <= 3
     chats = [r for r in server.requests if "messages" in r]
     assert 2 <= len(chats) <= 6
     first = chats[0]

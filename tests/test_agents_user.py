@@ -67,7 +67,7 @@ def test_resume_refuses_a_changed_agent(tmp_path: Path, monkeypatch: pytest.Monk
         env="sokoban", split="val", agent="python:changing_agent:my_policy", limit=2
     )
     summary = evaluate(config, tmp_path / "run")
-    assert summary["agent_fingerprint"].startswith("source:")
+    assert summary.agent_fingerprint.startswith("source:")
     # The same source resumes (nothing left to do, same fingerprint).
     evaluate(config, tmp_path / "run", RunOptions(resume=True))
     module.write_text(FIRST_ACTION + "\n# edited\n")
@@ -78,7 +78,7 @@ def test_resume_refuses_a_changed_agent(tmp_path: Path, monkeypatch: pytest.Monk
     else:
         raise AssertionError("a resume with an edited agent must be refused")
     stored = json.loads((tmp_path / "run" / "agent.json").read_text())
-    assert stored["fingerprint"] == summary["agent_fingerprint"]
+    assert stored["fingerprint"] == summary.agent_fingerprint
 
 
 def test_agent_exception_names_agent_task_seed_and_type(tmp_path: Path) -> None:

@@ -209,14 +209,17 @@ def test_eval_table_shows_alfworld_categories_whole_at_80_columns() -> None:
     from agentbench_rl.envs.alfworld.data import TASK_TYPES
     from agentbench_rl.harness.report import print_summary
     from agentbench_rl.harness.stats import summarize
+    from agentbench_rl.spec.records import Evaluation
 
     rows = [
         {"task_id": f"{kind}-{i}", "category": kind, "seed": seed, "success": (i + seed) % 3 > 0,
          "score": 1.0, "steps": 5, "return": 1.0, "invalid_actions": 0}
         for kind in TASK_TYPES for i in range(4) for seed in (0, 1)
     ]  # fmt: skip
-    summary = {"env": "alfworld", "split": "valid_seen", "agent": "random", "seeds": [0, 1]}
-    summary |= summarize(pd.DataFrame(rows))
+    run = {"env": "alfworld", "split": "valid_seen", "agent": "random", "seeds": [0, 1],
+           "split_checksum": "x", "complete_split": True, "config": {}, "package_version": "0",
+           "git_commit": None}  # fmt: skip
+    summary = Evaluation.of(run | summarize(pd.DataFrame(rows)))
     stream = StringIO()
     print_summary(summary, Console(file=stream, width=80))
     text = stream.getvalue()

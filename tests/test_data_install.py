@@ -228,7 +228,7 @@ def test_results_record_whether_the_games_are_the_pinned_ones(
 
     config = EvalConfig(env="alfworld", split="valid_seen", agent="expert", limit=1,
                         env_kwargs={"data_dir": str(alfworld_data)})  # fmt: skip
-    pinned = evaluate(config, tmp_path / "pinned")["data"]
+    pinned = evaluate(config, tmp_path / "pinned").data
     assert pinned == {"fingerprint": load_manifest("valid_seen").checksum, "pinned": True}
 
     copy = tmp_path / "copy"
@@ -244,7 +244,8 @@ def test_results_record_whether_the_games_are_the_pinned_ones(
         limit=1,
         env_kwargs={"data_dir": str(copy), "allow_modified_games": True},
     )
-    data = evaluate(modified, tmp_path / "modified")["data"]
+    data = evaluate(modified, tmp_path / "modified").data
+    assert data is not None and pinned is not None
     assert data["pinned"] is False and data["fingerprint"] != pinned["fingerprint"]
 
 

@@ -236,7 +236,7 @@ def test_the_harness_plays_a_saved_drrn_as_an_hf_agent(tmp_path: Path) -> None:
     Policy(model, features, PromptConfig(mode="choose", history=0)).save(tmp_path / "p")
     config = EvalConfig(env="sokoban", split="test", agent=f"hf:{tmp_path / 'p'}", limit=3)
     summary = evaluate(config, tmp_path / "eval")
-    assert summary["n_episodes"] == 3
+    assert summary.n_episodes == 3
 
 
 def test_a_panel_is_fixed_distinct_and_evaluated_as_such(tmp_path: Path) -> None:
@@ -253,7 +253,7 @@ def test_a_panel_is_fixed_distinct_and_evaluated_as_such(tmp_path: Path) -> None
     config = EvalConfig(env=panel, agent="random")
     assert EvalConfig.read(config.record()) == config
     summary = evaluate(config, tmp_path / "panel")
-    assert summary["n_episodes"] == 5 and summary["complete_split"] is False
+    assert summary.n_episodes == 5 and summary.complete_split is False
 
 
 def test_a_fidelity_run_draws_its_batch_from_the_training_panel() -> None:

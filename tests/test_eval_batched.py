@@ -73,7 +73,7 @@ def test_batches_write_the_sequential_bytes(agent: str, odd_agent: str, tmp_path
     config = EvalConfig(env="sokoban", split="test", agent=spec, seeds=[0, 1], limit=7)
     sequential = evaluate(config, tmp_path / "sequential")
     if agent == "odd":
-        assert sequential["non_string_actions"] > 0  # the test has the case it is about
+        assert sequential.non_string_actions > 0  # the test has the case it is about
     for batch_size in (2, 5, 14, 30):  # uneven, one batch of all, larger than the jobs
         evaluate(config, tmp_path / f"batch-{batch_size}", RunOptions(batch_size=batch_size))
         assert _files(tmp_path / f"batch-{batch_size}") == _files(tmp_path / "sequential")

@@ -27,6 +27,7 @@ from agentbench_rl.harness.stats import (
     threshold_crossing,
     wilson_interval,
 )
+from agentbench_rl.spec.records import Evaluation
 from agentbench_rl.spec.results_folder import JOURNAL_FILE as JOURNAL
 
 CLI = [sys.executable, "-m", "agentbench_rl.cli"]
@@ -130,7 +131,7 @@ def test_expert_eval_wins_everything_and_writes_the_contract(tmp_path: Path) -> 
     sample = config.tasks()
     assert sample == sorted(sample) and list(episodes["task_id"]) == sample * 2
     on_disk = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert on_disk == summary
+    assert Evaluation.of(on_disk) == summary
     for key in (
         "env",
         "split",
@@ -146,9 +147,9 @@ def test_expert_eval_wins_everything_and_writes_the_contract(tmp_path: Path) -> 
         "package_version",
         "git_commit",
     ):
-        assert key in summary or key in summary["success"], key
-    assert summary["success"]["mean"] == 1.0 and summary["threshold_95"]["all_seeds"]
-    assert summary["complete_split"] is False
+        assert key in on_disk or key in on_disk["success"], key
+    assert summary.success.mean == 1.0 and summary.threshold_95 is not None
+    assert summary.threshold_95.all_seeds and summary.complete_split is False
     assert not (tmp_path / "run" / JOURNAL).exists()
 
 
@@ -190,7 +191,7 @@ def test_a_resume_may_change_how_results_are_written_not_what_they_are(tmp_path:
     first = evaluate(config, tmp_path / "run")
     written = config.model_copy(update={"episodes_format": "parquet", "save_trajectories": True})
     again = evaluate(written, tmp_path / "run", RunOptions(resume=True))
-    assert again["success"] == first["success"] and again["n_episodes"] == first["n_episodes"]
+    assert again.success == first.success and again.n_episodes == first.n_episodes
     assert (tmp_path / "run" / "episodes.parquet").exists()
     for changed, field in (
         ({"seeds": [1]}, "seeds"),
@@ -448,4 +449,4 @@ def test_an_agent_object_plays_though_its_spec_cannot_be_built(tmp_path: Path) -
     config = EvalConfig(env="sokoban", split="test", agent="python:test_harness:_NeedsItsModel",
                         limit=2)  # fmt: skip
     summary = evaluate(config, tmp_path / "run", agent=_NeedsItsModel(object()))
-    assert summary["success"]["mean"] == 1.0 and summary["agent"] == config.agent
+    assert summary.success.mean == 1.0 and summary.agent == config.agent

@@ -45,7 +45,7 @@ def test_limit_runs_the_sample_and_announces_it(tmp_path: Path) -> None:
     config = EvalConfig(env="textcraft", split="test", agent="expert", limit=20, seeds=[0, 1])
     summary = evaluate(config, tmp_path / "run", console=Console(file=stream, width=200))
     assert "a sample of 20 of the 200 tasks" in stream.getvalue()
-    assert summary["complete_split"] is False
+    assert summary.complete_split is False
     env = make("textcraft", split="test")
     expected = stratified_sample(task_categories_of(env, "test", env.task_ids("test")), 20)
     episodes = (tmp_path / "run" / "episodes.csv").read_text().splitlines()[1:]
@@ -95,8 +95,8 @@ def test_categories_restrict_the_tasks_before_the_limit(tmp_path: Path) -> None:
     stream = StringIO()
     summary = evaluate(config, tmp_path / "run", console=Console(file=stream, width=200))
     assert "10 of the 200 tasks (categories depth-1, depth-2" in stream.getvalue()
-    assert summary["complete_split"] is False
-    assert summary["config"]["categories"] == ["depth-1", "depth-2"]
+    assert summary.complete_split is False
+    assert summary.config["categories"] == ["depth-1", "depth-2"]
     with pytest.raises(ValueError, match="no task of split 'test' is in"):
         EvalConfig(env="textcraft", split="test", agent="expert", categories=["depth-9"]).tasks()
 

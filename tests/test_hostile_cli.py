@@ -188,7 +188,7 @@ def test_the_summary_table_shows_an_agent_name_as_typed(tmp_path: Path) -> None:
     summary = evaluate(
         EvalConfig(env="sokoban", split="val", agent="expert", limit=2), tmp_path / "run"
     )
-    summary["agent"] = "openai:http://h[/]#[red]m[/red]"
+    summary.agent = "openai:http://h[/]#[red]m[/red]"
     buffer = io.StringIO()
     print_summary(summary, Console(file=buffer, width=200))
     assert "sokoban / val / openai:http://h[/]#[red]m[/red]: 2 episodes" in buffer.getvalue()
@@ -326,7 +326,7 @@ def test_workers_are_never_more_than_the_batches(
     monkeypatch.setattr(harness.multiprocessing, "get_context", lambda method: Context())
     config = EvalConfig(env="sokoban", split="val", agent="random", limit=2)
     summary = evaluate(config, tmp_path / "run", RunOptions(workers=8))
-    assert started == [2] and summary["n_episodes"] == 2
+    assert started == [2] and summary.n_episodes == 2
 
 
 # ------------------------------------------------------------------------------ a full disk

@@ -75,7 +75,7 @@ def test_a_duplicated_journal_line_counts_once_with_a_warning(
     from rich.console import Console
 
     summary = evaluate(CONFIG, folder, RunOptions(resume=True), console=Console(stderr=True))
-    assert summary["n_episodes"] == 12  # 6 tasks x 2 seeds, not 13
+    assert summary.n_episodes == 12  # 6 tasks x 2 seeds, not 13
     assert (folder / "episodes.csv").read_bytes() == (reference / "episodes.csv").read_bytes()
     err = capsys.readouterr().err
     assert "1 episodes were recorded twice; each counts once" in err
@@ -140,7 +140,7 @@ def test_the_lock_of_a_killed_run_does_not_block(tmp_path: Path) -> None:
         holder.wait()
     assert (folder / LOCK).read_text().startswith(f"pid {holder.pid} ")  # left behind, stale
     summary = evaluate(CONFIG, folder)
-    assert summary["n_episodes"] == 12 and not (folder / LOCK).exists()
+    assert summary.n_episodes == 12 and not (folder / LOCK).exists()
 
 
 # ------------------------------------------------------------------------------ one-line errors

@@ -53,7 +53,7 @@ def test_an_env_plugin_evaluates_like_a_built_in(plugin_package: None, tmp_path:
         EvalConfig(env="sokoban_again", split="test", agent="my_random", limit=3),
         tmp_path / "run",
     )
-    assert summary["n_episodes"] == 3 and summary["env"] == "sokoban_again"
+    assert summary.n_episodes == 3 and summary.env == "sokoban_again"
 
 
 def test_an_agent_plugin_is_built_as_python_agents_are(plugin_package: None) -> None:

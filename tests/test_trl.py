@@ -224,6 +224,6 @@ def test_the_harness_plays_a_trl_model_as_trl_does(tmp_path: Path) -> None:
                         agent="python:agentbench_rl.integrations.trl:ToolCallingAgent",
                         limit=2)  # fmt: skip
     summary = evaluate(config, tmp_path / "eval", agent=agent)
-    assert summary["n_episodes"] == 2
+    assert summary.n_episodes == 2
     assert [m["role"] for m in agent.messages][:2] == ["user", "assistant"]
     assert "Admissible actions" in agent.messages[0]["content"]

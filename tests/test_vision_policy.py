@@ -177,7 +177,7 @@ def test_saved_policy_plays_visual_sokoban_as_hf_agent(
     config = EvalConfig(env="visual_sokoban", split="val", agent=spec, limit=2, max_steps=3)
     first = evaluate(config, tmp_path / "a")
     evaluate(config, tmp_path / "b")
-    assert first["n_episodes"] == 2 and first["mean_steps"] <= 3
+    assert first.n_episodes == 2 and first.mean_steps <= 3
     assert (tmp_path / "a" / "episodes.csv").read_text() == (
         tmp_path / "b" / "episodes.csv"
     ).read_text()
@@ -252,7 +252,7 @@ def test_openai_agent_sends_frames_as_image_parts(
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
-    assert summary["n_episodes"] == 1 and 1 <= len(server.frames) <= 2
+    assert summary.n_episodes == 1 and 1 <= len(server.frames) <= 2
     # the first frame is the env's render of the grid the first prompt shows
     lines = server.texts[0].splitlines()
     grid = "\n".join(lines[lines.index("Observation:") + 1 : lines.index("Observation:") + 7])

@@ -298,7 +298,7 @@ def test_openai_agent_against_vllm_serve_is_the_same_at_any_concurrency(
         out = tmp_path / f"c{concurrency}"
         config = EvalConfig(env="sokoban", split="test", agent=served, limit=8, seeds=[0])
         summary = evaluate(config, out, RunOptions(concurrency=concurrency))
-        assert summary["n_episodes"] == 8
+        assert summary.n_episodes == 8
         files[concurrency] = (out / "episodes.csv").read_bytes()
     assert files[1] == files[4]
     shutil.rmtree(tmp_path)

@@ -329,9 +329,9 @@ def test_harness_runs_the_expert(kwargs: dict[str, Any], tmp_path: Path) -> None
             _, _, terminated, truncated, info = env.step(env.expert_action())
             done = terminated or truncated
         won.append(bool(info["won"]))
-    assert summary["success"]["mean"] == sum(won) / len(won)
+    assert summary.success.mean == sum(won) / len(won)
     # the split's manifest checksum bound to the env id
-    assert summary["split_checksum"] == stable_hash(["webshop", WebShopEnv.split_checksum("test")])
+    assert summary.split_checksum == stable_hash(["webshop", WebShopEnv.split_checksum("test")])
 
 
 def test_human_goals(kwargs: dict[str, Any]) -> None:

@@ -96,7 +96,7 @@ def time_sokoban(levels: int = 500) -> dict[str, float]:
         "generate_ms": generate_ms,
         "solve_ms": solve_ms,
         "expert_eval_s": expert_eval_s,
-        "expert_success": summary["success"]["mean"],
+        "expert_success": summary.success.mean,
     }
 
 

@@ -45,7 +45,7 @@ from agentbench_rl.rollout.episode import (
     play,
 )
 from agentbench_rl.spec.journal import read_journal
-from agentbench_rl.spec.records import EPISODE_COLUMNS, EpisodeRow, EvaluationSummary
+from agentbench_rl.spec.records import EPISODE_COLUMNS, EpisodeRow, Evaluation, EvaluationSummary
 from agentbench_rl.spec.results_folder import ResultsFolder, write_episodes
 
 
@@ -196,9 +196,9 @@ def evaluate(
     *,
     console: Console | None = None,
     agent: Agent | BatchAgent | None = None,
-) -> dict[str, Any]:
+) -> Evaluation:
     """Run (or finish) the evaluation and write ``episodes.csv`` and ``summary.json`` to ``out``;
-    returns the summary. ``options`` (:class:`RunOptions`: workers, batching, concurrency,
+    returns the summary, typed. ``options`` (:class:`RunOptions`: workers, batching, concurrency,
     resuming, a served env) change no number of the results; they are not part of the config.
 
     ``agent``, when given, plays instead of a fresh ``load_agent(config.agent)`` (a policy already
@@ -209,8 +209,8 @@ def evaluate(
         >>> import tempfile
         >>> config = EvalConfig(env="sokoban", split="test", agent="expert", limit=3)
         >>> summary = evaluate(config, Path(tempfile.mkdtemp()) / "run")
-        >>> summary["success"]["mean"]
-        1.0
+        >>> summary.success.mean, summary.n_episodes
+        (1.0, 3)
     """
     options = options if options is not None else RunOptions()
     env = config.checked_env(load=agent is None)
@@ -244,7 +244,7 @@ def _evaluate_in(
     console: Console | None,
     agent: Agent | BatchAgent | None,
     prepared: Agent | BatchAgent | None,
-) -> dict[str, Any]:
+) -> Evaluation:
     """:func:`evaluate` in a results folder it holds the lock of, playing ``tasks``."""
     folder = ResultsFolder(out)
     done = _prepare_folder(config, folder, options.resume, console)
@@ -338,4 +338,4 @@ def _evaluate_in(
     summary = record.to_json(summarize(episodes))
     atomic_write_text(folder.summary_file, json.dumps(summary, indent=1, sort_keys=False) + "\n")
     folder.journal_file.unlink(missing_ok=True)
-    return summary
+    return Evaluation.of(summary)

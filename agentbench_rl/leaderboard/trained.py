@@ -257,7 +257,7 @@ def file_run(
     val_summary = evaluate(
         val_config, work / "val", RunOptions(resume=True, batch_size=config.forward_batch_size)
     )
-    harness_val = float(val_summary["success"]["mean"])
+    harness_val = val_summary.success.mean
     recorded_folder = RunFolder(run).validation(record["iterations"])
     differing = _differing_episodes(work / "val", recorded_folder)
 
@@ -323,7 +323,7 @@ def file_run(
         val_success=recorded_val,
         val_success_harness=harness_val,
         val_episodes_differing=differing,
-        test_success=float(summary["success"]["mean"]),
+        test_success=summary.success.mean,
     )
 
 

@@ -166,34 +166,6 @@ def with_figures(row: MetricsRow, figures: Mapping[str, Any]) -> MetricsRow:
     return cast(MetricsRow, {**row, **figures})
 
 
-def validation_figures(summary: Mapping[str, Any], greedy: bool, prefix: str = "val") -> MetricsRow:
-    """The ``val_...`` figures of a metrics row (``prefix``: ``panel`` for the training
-    panel's), read from the harness's summary of the validation (``summary.json``);
-    ``val_weights`` only where the agent's weights were fingerprinted (an ``hf:`` policy).
-
-    Example:
-        >>> summary = {"success": {"mean": 0.5}, "score": {"mean": 0.5}, "mean_return": 1.0,
-        ...            "mean_steps": 9.0, "invalid_action_rate": 0.0, "seeds": [0, 1],
-        ...            "provenance": {"agent_weights": None}}
-        >>> sorted(validation_figures(summary, greedy=True))  # doctest: +NORMALIZE_WHITESPACE
-        ['val_greedy', 'val_invalid_rate', 'val_return', 'val_score', 'val_seed_count',
-         'val_steps', 'val_success']
-    """
-    figures = {
-        "success": float(summary["success"]["mean"]),
-        "score": float(summary["score"]["mean"]),
-        "return": float(summary["mean_return"]),
-        "steps": float(summary["mean_steps"]),
-        "invalid_rate": float(summary["invalid_action_rate"]),
-        "greedy": greedy,
-        "seed_count": len(summary["seeds"]),
-    }
-    weights = summary["provenance"]["agent_weights"]
-    if weights is not None:
-        figures["weights"] = weights
-    return cast(MetricsRow, {f"{prefix}_{name}": value for name, value in figures.items()})
-
-
 class MetricBlock(BaseModel):
     """A figure's mean with its intervals (``harness.stats.metric_block``)."""
 
@@ -295,7 +267,7 @@ class Evaluation(EvaluationSummary):
         >>> from agentbench_rl.harness.config import EvalConfig
         >>> from agentbench_rl.harness.evaluate import evaluate
         >>> config = EvalConfig(env=EnvSpec(name="sokoban", split="test"), agent="expert", limit=2)
-        >>> result = Evaluation.of(evaluate(config, Path(tempfile.mkdtemp()) / "run"))
+        >>> result = evaluate(config, Path(tempfile.mkdtemp()) / "run")
         >>> result.success.mean, result.n_episodes, result.complete_split
         (1.0, 2, False)
     """
@@ -313,5 +285,37 @@ class Evaluation(EvaluationSummary):
 
     @classmethod
     def of(cls, summary: dict[str, Any]) -> Evaluation:
-        """The typed form of a summary as the harness returns it and writes it."""
+        """The typed form of a summary as the harness writes it (``summary.json``)."""
         return cls.model_validate(summary)
+
+    def validation_figures(self, greedy: bool, prefix: str = "val") -> MetricsRow:
+        """The ``val_...`` figures of a training run's metrics row (``prefix``: ``panel`` for
+        the training panel's); ``val_weights`` only where the agent's weights were fingerprinted
+        (an ``hf:`` policy).
+
+        Example:
+            >>> import tempfile
+            >>> from pathlib import Path
+            >>> from agentbench_rl.envs.spec import EnvSpec
+            >>> from agentbench_rl.harness.config import EvalConfig
+            >>> from agentbench_rl.harness.evaluate import evaluate
+            >>> config = EvalConfig(env=EnvSpec(name="sokoban", split="test"), agent="expert",
+            ...                     limit=2)
+            >>> row = evaluate(config, Path(tempfile.mkdtemp()) / "run").validation_figures(True)
+            >>> sorted(row)  # doctest: +NORMALIZE_WHITESPACE
+            ['val_greedy', 'val_invalid_rate', 'val_return', 'val_score', 'val_seed_count',
+             'val_steps', 'val_success']
+        """
+        figures: dict[str, float | bool | int | str] = {
+            "success": self.success.mean,
+            "score": self.score.mean,
+            "return": self.mean_return,
+            "steps": self.mean_steps,
+            "invalid_rate": self.invalid_action_rate,
+            "greedy": greedy,
+            "seed_count": len(self.seeds),
+        }
+        weights = (self.provenance or {}).get("agent_weights")
+        if weights is not None:
+            figures["weights"] = weights
+        return cast(MetricsRow, {f"{prefix}_{name}": value for name, value in figures.items()})

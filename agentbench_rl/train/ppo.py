@@ -85,7 +85,7 @@ from agentbench_rl.rollout.batched import (
 )
 from agentbench_rl.rollout.scripted import tokenizer_texts
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
-from agentbench_rl.spec.records import MetricsRow, validation_figures, with_figures
+from agentbench_rl.spec.records import MetricsRow, with_figures
 from agentbench_rl.spec.run_folder import (
     DONE_FILE,
     POLICY,
@@ -477,7 +477,7 @@ def validate(policy: Policy, config: TrainConfig, run: RunFolder, iteration: int
             RunOptions(resume=True, batch_size=config.forward_batch_size),
             agent=PolicyAgent(eval_config.agent, policy, greedy=config.val_greedy),
         )
-        row.update(validation_figures(summary, config.val_greedy, prefix))
+        row.update(summary.validation_figures(config.val_greedy, prefix))
     return row
 
 
