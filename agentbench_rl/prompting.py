@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 
 ActionMode = Literal["generate", "choose"]
 ACTION_MODES: tuple[str, ...] = typing.get_args(ActionMode)
@@ -139,7 +139,7 @@ def env_instruction(env_name: str) -> str:
         return TextAgentEnv.prompt_instruction
 
 
-def action_choices(info: dict[str, Any], mode: ActionMode) -> list[str]:
+def action_choices(info: StepInfo, mode: ActionMode) -> list[str]:
     """The actions a step's prompt lists and ``choose`` mode picks from.
 
     ``choose`` can only pick a complete action, so it takes the choices a user has

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, PromptConfig, action_choices, build_prompt
 
 #: The answer formats an agent may declare: ``generate``, the papers' think-then-act tags.
@@ -67,7 +67,7 @@ class Agent(Protocol):
     def begin_episode(self, env: TextAgentEnv[Any], seed: int) -> None:
         """Prepare for a new episode of ``env`` (already reset)."""
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: StepInfo) -> str:
         """The raw action text for this step."""
 
 
@@ -93,7 +93,7 @@ class BatchAgent(Protocol):
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],
@@ -133,7 +133,7 @@ class PromptingBatchAgent:
     def row_prompts(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],
         config: PromptConfig,
@@ -155,7 +155,7 @@ class PromptingBatchAgent:
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],
@@ -163,8 +163,6 @@ class PromptingBatchAgent:
         """Every row's answer (the subclass's)."""
         raise NotImplementedError
 
-    def act(
-        self, observation: Any, info: dict[str, Any], history: Sequence[HistoryStep] = ()
-    ) -> str:
+    def act(self, observation: Any, info: StepInfo, history: Sequence[HistoryStep] = ()) -> str:
         """The answer to this step's prompt (``history``: the driver's past steps)."""
         return self.act_batch([observation], [info], rows=[0], histories=[history])[0]

@@ -44,6 +44,7 @@ import numpy as np
 from agentbench_rl.agents.base import PromptingBatchAgent
 from agentbench_rl.core.jsonfile import JSONProblem, loads_strict
 from agentbench_rl.core.text import printable
+from agentbench_rl.envs.base import StepInfo
 from agentbench_rl.prompting import HistoryStep, PromptConfig
 
 OPTIONS = ("temperature", "history", "max_tokens", "api_key_env", "timeout", "retries")
@@ -476,7 +477,7 @@ class OpenAIAgent(PromptingBatchAgent):
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],

@@ -19,6 +19,7 @@ from typing import Any
 
 from agentbench_rl.agents.base import PromptingBatchAgent
 from agentbench_rl.core.hashing import seed_from
+from agentbench_rl.envs.base import StepInfo
 from agentbench_rl.prompting import HistoryStep, action_choices
 
 
@@ -72,7 +73,7 @@ class PolicyAgent(PromptingBatchAgent):
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],

@@ -8,7 +8,7 @@ from typing import Any
 
 from agentbench_rl.agents.base import Agent, Capabilities
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.prompting import HistoryStep
 
 
@@ -38,16 +38,16 @@ class RandomAgent:
         self._rng = random.Random(seed)
         self._env = getattr(env, "unwrapped", env)
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: StepInfo) -> str:
         """A uniformly drawn choice (``""`` if there is none)."""
         return uniform_choice(self._env, info, self._rng)
 
 
-def uniform_choice(env: TextAgentEnv[Any] | None, info: dict[str, Any], rng: random.Random) -> str:
+def uniform_choice(env: TextAgentEnv[Any] | None, info: StepInfo, rng: random.Random) -> str:
     """A uniform draw from the choices a user has now: ``env.user_choices()`` where the env has
     them, else ``info["admissible_actions"]`` (``""`` if there is none)."""
     user_choices = getattr(env, "user_choices", None)  # None: no env, or not ours
-    actions = user_choices() if user_choices else info.get("admissible_actions") or []
+    actions = user_choices() if user_choices else info["admissible_actions"]
     return str(rng.choice(actions or [""]))
 
 
@@ -63,7 +63,7 @@ class ExpertAgent:
         """Bind to the env whose expert will act."""
         self._env = env
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: StepInfo) -> str:
         """The expert's next action."""
         if self._env is None:
             raise RuntimeError("ExpertAgent.act called before begin_episode")
@@ -83,7 +83,7 @@ class CallableAgent:
 
     def __init__(
         self,
-        policy: Callable[[Any, dict[str, Any]], Any],
+        policy: Callable[[Any, StepInfo], Any],
         name: str,
         on_episode: Callable[[TextAgentEnv[Any], int], Any] | None = None,
     ) -> None:
@@ -98,7 +98,7 @@ class CallableAgent:
         if self.on_episode is not None:
             self.on_episode(env, seed)
 
-    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+    def act(self, observation: Any, info: StepInfo) -> Any:
         """Whatever the user's callable returned: the episode driver counts anything that is
         not a string as an invalid action (it is never silently turned into text)."""
         return self.policy(observation, info)
@@ -136,7 +136,7 @@ class NoisyAgent:
         self.inner.begin_episode(env, seed)
 
     def act(
-        self, observation: Any, info: dict[str, Any], history: list[HistoryStep] | None = None
+        self, observation: Any, info: StepInfo, history: list[HistoryStep] | None = None
     ) -> Any:
         """A uniform choice with probability ε, else the inner agent's action."""
         if self._rng.random() < self.epsilon:

@@ -194,10 +194,11 @@ def play_expert_episode(task_id: str, env: Any = None) -> bool:
     """One expert episode on ``task_id`` (in a worker, on the worker's warm env); won or not."""
     env = env if env is not None else _WORKER_ENV
     env.reset(options={"task_id": task_id})
-    info: dict[str, Any] = {}
+    won = False
     while not env.episode_over:
         *_, info = env.step(env.expert_action())
-    return bool(info.get("won"))
+        won = info["won"]
+    return won
 
 
 def time_processes(task_ids: Sequence[str], data_dir: str, workers: int) -> ParallelRun:

@@ -12,7 +12,7 @@ import string
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NotRequired, TypedDict, TypeVar
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -58,6 +58,50 @@ def text_space(max_length: int = MAX_TEXT_LENGTH) -> spaces.Text:
 
 class EpisodeEndedError(RuntimeError):
     """``step`` was called after the episode terminated or was truncated."""
+
+
+class StepInfo(TypedDict):
+    """The ``info`` of every ``reset`` and ``step``: what the env says beside the observation.
+
+    Gymnasium types ``info`` as ``dict[str, Any]``; a ``StepInfo`` is that dict, with its keys
+    named and typed for the readers (the episode driver, prompting, the trainers' adapters).
+
+    Example:
+        >>> from agentbench_rl.envs import make
+        >>> env = make("sokoban", split="test")
+        >>> _, info = env.reset(seed=0)
+        >>> info["won"], info["step"], sorted(info["admissible_actions"])
+        (False, 0, ['down', 'left', 'right', 'up'])
+        >>> _, _, _, _, info = env.step("<action>UP</action>")
+        >>> info["action_canonical"], info["action_valid"], info["step"]
+        ('up', True, 1)
+    """
+
+    task_id: str
+    category: str
+    #: the canonical actions the state admits (what ``choose`` mode picks from)
+    admissible_actions: list[str]
+    #: the hash of what the agent sees, and of the true state (the step graph's anchors)
+    obs_hash: str
+    state_hash: str
+    won: bool
+    #: task score in 0..1 (partial credit where the env has it)
+    score: float
+    #: steps taken in this episode
+    step: int
+    #: after a step: the canonical form of the raw action, and whether it was admissible
+    action_canonical: NotRequired[str]
+    action_valid: NotRequired[bool]
+    #: after a step, where the env answers in text ("Nothing happens.")
+    feedback: NotRequired[str]
+    #: WebShop: the choices ``choose`` mode offers (its search of the instruction on a search page)
+    user_choices: NotRequired[list[str]]
+    #: WebShop, after a purchase: the reward's parts
+    reward_info: NotRequired[dict[str, Any]]
+
+
+#: What ``step`` returns: observation, reward, terminated, truncated, info.
+StepResult = tuple[Any, float, bool, bool, StepInfo]
 
 
 @dataclass(frozen=True)
@@ -288,9 +332,9 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         return canonicalize_action(raw, self.action_aliases)
 
     # ------------------------------------------------------------------ the Gymnasium API
-    def reset(
+    def reset(  # type: ignore[override]  # as step's info
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[ObsType, dict[str, Any]]:
+    ) -> tuple[ObsType, StepInfo]:
         """Start an episode on ``options["task_id"]`` (or a task drawn from ``seed``)."""
         task_id = self._requested_task(options)
         super().reset(seed=seed)
@@ -329,7 +373,10 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
             raise ValueError(f"{self.env_name}: {shown!r} is not a task id of split '{self.split}'")
         return task_id
 
-    def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
+    # Gymnasium's info is dict[str, Any]: a StepInfo is one at run time, which mypy cannot see
+    def step(  # type: ignore[override]
+        self, action: str
+    ) -> tuple[ObsType, float, bool, bool, StepInfo]:
         """Take one raw model output; bad input is answered, never raised on."""
         if self._ended:
             when = "after the episode ended" if self.task_id is not None else "before reset()"
@@ -358,7 +405,9 @@ class TextAgentEnv(gym.Env[ObsType, str], Generic[ObsType]):
         observation = self._observation()
         return observation if isinstance(observation, str) else str(observation)
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self) -> StepInfo:
+        """The info of the state now (a step adds its action's fields)."""
+        assert self.task_id is not None, "an info is only made after reset() chose a task"
         won = self.won()
         return {
             "task_id": self.task_id,

@@ -30,13 +30,19 @@ import os
 import re
 import threading
 from collections.abc import Coroutine, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import numpy as np
 from gymnasium import spaces
 
 from agentbench_rl.core.text import printable
-from agentbench_rl.envs.base import EpisodeEndedError, TextAgentEnv, text_space
+from agentbench_rl.envs.base import (
+    EpisodeEndedError,
+    StepInfo,
+    StepResult,
+    TextAgentEnv,
+    text_space,
+)
 from agentbench_rl.extras import install_hint
 
 #: The ``reset`` keywords the server takes beside OpenEnv's own ``seed`` and ``episode_id``.
@@ -116,7 +122,7 @@ def encode_step(
     }
 
 
-def decode_step(fields: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+def decode_step(fields: dict[str, Any]) -> StepResult:
     """``(observation, reward, terminated, truncated, info)`` from :func:`encode_step`'s fields.
 
     Example:
@@ -128,7 +134,7 @@ def decode_step(fields: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[st
         float(fields["reward"]),
         bool(fields["terminated"]),
         bool(fields["truncated"]),
-        dict(fields["info"]),
+        cast(StepInfo, dict(fields["info"])),  # what the server's env returned
     )
 
 
@@ -282,9 +288,9 @@ class RemoteEnv(TextAgentEnv[Any]):
         return cls.local.task_categories(split)
 
     # Gymnasium's API, over the wire.
-    def reset(
+    def reset(  # type: ignore[override]  # as TextAgentEnv's: a StepInfo is a dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[Any, StepInfo]:
         keywords: dict[str, Any] = {"seed": seed}
         if options is not None:
             if not isinstance(options, dict):
@@ -299,7 +305,7 @@ class RemoteEnv(TextAgentEnv[Any]):
             self.observation_space = spaces.Dict({"image": image, "text": text_space()})
         return observation, info
 
-    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:  # type: ignore[override]  # as reset's
         return self._stepped(_request(self._client.step(action), self.server).observation)
 
     async def step_async(self, action: str) -> dict[str, Any]:
@@ -308,7 +314,7 @@ class RemoteEnv(TextAgentEnv[Any]):
         fields: dict[str, Any] = (await self._client.step(action)).observation
         return fields
 
-    def _stepped(self, fields: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def _stepped(self, fields: dict[str, Any]) -> StepResult:
         """A step's answer, counted as the local env counts its steps."""
         self._keep(fields)
         answer = decode_step(fields)
@@ -375,9 +381,7 @@ async def _gather(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
     return list(await asyncio.gather(*coroutines))
 
 
-def step_all(
-    envs: Sequence[TextAgentEnv[Any]], actions: Sequence[str]
-) -> list[tuple[Any, float, bool, bool, dict[str, Any]]]:
+def step_all(envs: Sequence[TextAgentEnv[Any]], actions: Sequence[str]) -> list[StepResult]:
     """``envs[k].step(actions[k])`` for every k; served envs' requests all in flight at once.
 
     Example:
@@ -458,9 +462,9 @@ class ORSRemoteEnv(RemoteEnv):
         except Exception as error:  # aiohttp's, the SDK's and a garbled answer's share no base
             raise _ors_failure(error, self.server, deadline) from None
 
-    def reset(
+    def reset(  # type: ignore[override]  # as TextAgentEnv's: a StepInfo is a dict[str, Any]
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[Any, StepInfo]:
         if options is not None and not isinstance(options, dict):
             raise ValueError(f"{self.env_name}: reset options must be a dict")
         task_id = (options or {}).get("task_id")
@@ -489,7 +493,7 @@ class ORSRemoteEnv(RemoteEnv):
             self.observation_space = spaces.Dict({"image": image, "text": text_space()})
         return observation, info
 
-    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: str) -> StepResult:  # type: ignore[override]  # as reset's
         return self._stepped(self._call(self.step_async(action)))
 
     async def step_async(self, action: str) -> dict[str, Any]:

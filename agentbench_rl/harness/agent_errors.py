@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, cast
 
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.prompting import HistoryStep
 
 
@@ -91,7 +91,7 @@ class GuardedAgent:
         except Exception as problem:
             raise AgentRaised(problem, self.row) from problem
 
-    def act(self, observation: Any, info: dict[str, Any], *history: Any) -> Any:
+    def act(self, observation: Any, info: StepInfo, *history: Any) -> Any:
         """The agent's ``act`` (with the history, for agents that read it), marked."""
         try:
             return self.agent.act(observation, info, *history)
@@ -121,7 +121,7 @@ class GuardedBatchAgent:
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],

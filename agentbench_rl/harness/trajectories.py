@@ -26,6 +26,7 @@ import numpy as np
 
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.core.jsonfile import read_json
+from agentbench_rl.envs.base import StepInfo, StepResult, TextAgentEnv
 from agentbench_rl.spec.records import EpisodeRow
 from agentbench_rl.spec.results_folder import ResultsFolder
 
@@ -105,7 +106,7 @@ class RecordingEnv:
         ('<action>up</action>', 'up', 0)
     """
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: TextAgentEnv[Any]) -> None:
         self.env = env
         self.first: dict[str, Any] = {}
         self.steps: list[dict[str, Any]] = []
@@ -114,15 +115,15 @@ class RecordingEnv:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.env, name)
 
-    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+    def reset(self, **kwargs: Any) -> tuple[Any, StepInfo]:
         """Reset the env and start a new record."""
         observation, info = self.env.reset(**kwargs)
         self.first = observation_record(observation)
         self.steps = []
-        self._state = str(info.get("state_hash", ""))
+        self._state = info["state_hash"]
         return observation, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> StepResult:
         """Step the env and note the step."""
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.steps.append(
@@ -130,13 +131,13 @@ class RecordingEnv:
                 "t": len(self.steps),
                 "state": self._state,
                 "action_raw": recorded_text(action if isinstance(action, str) else repr(action)),
-                "action": recorded_text(str(info.get("action_canonical", ""))),
-                "valid": bool(info.get("action_valid", False)),
+                "action": recorded_text(info["action_canonical"]),
+                "valid": info["action_valid"],
                 "reward": float(reward),
                 "observation": observation_record(observation),
             }
         )
-        self._state = str(info.get("state_hash", ""))
+        self._state = info["state_hash"]
         return observation, reward, terminated, truncated, info
 
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from agentbench_rl.core.batch import StepFields
 from agentbench_rl.envs import env_class
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.rollout.episode import episode_seed, step_fields
 
@@ -35,7 +35,7 @@ from agentbench_rl.rollout.episode import episode_seed, step_fields
 TOOL_INSTRUCTION = "Call the act tool with one action at a time until the episode ends."
 
 
-def describe(observation_text: str, info: dict[str, Any]) -> str:
+def describe(observation_text: str, info: StepInfo) -> str:
     """What a tool call answers: the observation and the actions admissible now.
 
     Example:
@@ -58,17 +58,16 @@ class AgentEnvironment:
         self.over = True
         self.task: tuple[str, int] | None = None  # the episode's task and seed
         self.won = False
-        self.first_info: dict[str, Any] = {}
         self.steps: list[StepFields] = []  # as the episode driver records them
         self.calls: list[bool] = []  # whether each act call made a step (not after the end)
-        self._info: dict[str, Any] = {}
+        self._info: StepInfo | None = None
 
     def reset(self, task_id: str, seed: int, **_: Any) -> str:
         """Start the row's episode; returns the first observation (TRL appends it to the
         prompt). The row's other columns (``prompt``) are TRL's."""
         _, info = self.env.reset(seed=seed, options={"task_id": task_id})
         self.episode_return, self.over, self.won = 0.0, False, False
-        self.task, self.first_info, self._info = (task_id, seed), info, info
+        self.task, self._info = (task_id, seed), info
         self.steps, self.calls = [], []
         return describe(self.env.observation_text(), info)
 
@@ -86,6 +85,7 @@ class AgentEnvironment:
         return text
 
     def _step(self, action: str) -> str:
+        assert self._info is not None, "act() is refused until reset() (self.over)"
         _, reward, terminated, truncated, info = self.env.step(action)
         self.steps.append(
             step_fields(len(self.steps), reward, self._info, info, bool(info["action_valid"]))
@@ -169,7 +169,7 @@ class ToolCallingAgent:
         self.instruction = f"{env.prompt_instruction} {TOOL_INSTRUCTION}"
         self.messages = []
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: StepInfo) -> str:
         import torch
         from trl.chat_template_utils import parse_response
 

@@ -47,7 +47,7 @@ import numpy as np
 from agentbench_rl.agents.base import Agent, BatchAgent, Capabilities
 from agentbench_rl.core.batch import StepColumns, StepFields, StepRecord
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.prompting import HistoryStep, format_ok, observation_text
 from agentbench_rl.rollout.workers import EnvPool, LocalEnvPool
 from agentbench_rl.spec.records import EpisodeRow
@@ -71,7 +71,7 @@ def member_seed(seed: int, task_id: str, member: int) -> int:
     return seed_from(seed, task_id, member)
 
 
-def action_valid(action: object, info: dict[str, Any], format_kept: bool = True) -> bool:
+def action_valid(action: object, info: StepInfo, format_kept: bool = True) -> bool:
     """The validity rule of a step (see the module docstring).
 
     Example:
@@ -105,7 +105,7 @@ def format_kept(capabilities: Capabilities, action: object) -> bool:
     return isinstance(action, str) and format_ok(action)
 
 
-def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
+def history_step(observation: Any, after: StepInfo) -> HistoryStep:
     """The history entry of one step: the text of the observation acted on, and the env's
     canonical form of the action (``after``: the info the step returned).
 
@@ -117,7 +117,7 @@ def history_step(observation: Any, after: dict[str, Any]) -> HistoryStep:
 
 
 def step_fields(
-    t: int, reward: float, before: dict[str, Any], after: dict[str, Any], valid: bool
+    t: int, reward: float, before: StepInfo, after: StepInfo, valid: bool
 ) -> StepFields:
     """What one step contributes to its estimator row, whoever plays it (this driver, verl's
     agent loop): its index, reward, keys (the observation it acted on and the one it led to:
@@ -145,8 +145,8 @@ def step_record(
     traj: Any,
     t: int,
     reward: float,
-    before: dict[str, Any],
-    after: dict[str, Any],
+    before: StepInfo,
+    after: StepInfo,
     valid: bool,
 ) -> StepRecord:
     """The estimator row of one step: its group and trajectory ids, then :func:`step_fields`.
@@ -212,7 +212,7 @@ class Episode:
 
     slot: EpisodeSlot
     observation: Any
-    info: dict[str, Any]
+    info: StepInfo
     history: list[HistoryStep] = field(default_factory=list)
     steps: int = 0
     total: float = 0.0
@@ -350,7 +350,7 @@ class AgentRows:
     def act_batch(
         self,
         observations: Sequence[Any],
-        infos: Sequence[dict[str, Any]],
+        infos: Sequence[StepInfo],
         *,
         rows: Sequence[int],
         histories: Sequence[Sequence[HistoryStep]],

@@ -24,7 +24,7 @@ from pettingzoo import ParallelEnv
 from agentbench_rl.agents.base import Agent
 from agentbench_rl.core.batch import StepBatch, StepColumns, StepRecord
 from agentbench_rl.core.graph import StepGraph
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.rollout.episode import EpisodeSlot, episode_seed, member_seed, play
 
@@ -64,7 +64,7 @@ class GroupEnv(ParallelEnv[str, Any, str]):
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    ) -> tuple[dict[str, Any], dict[str, StepInfo]]:
         """Reset every member to one task: ``options["task_id"]``, or one drawn from ``seed``
         (other options, such as PettingZoo's API test passes, are not the members' to see)."""
         options = {"task_id": (options or {}).get("task_id")}
@@ -88,7 +88,7 @@ class GroupEnv(ParallelEnv[str, Any, str]):
         dict[str, float],
         dict[str, bool],
         dict[str, bool],
-        dict[str, dict[str, Any]],
+        dict[str, StepInfo],
     ]:
         """Step every live member with its action; finished members leave ``agents``."""
         missing = [agent for agent in self.agents if agent not in actions]

@@ -13,9 +13,10 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
+from agentbench_rl.envs.base import StepInfo, StepResult
 from agentbench_rl.envs.spec import EnvSpec
 from agentbench_rl.extras import install_hint
-from agentbench_rl.rollout.workers import LocalEnvPool, StepResult
+from agentbench_rl.rollout.workers import LocalEnvPool
 
 
 def _ray() -> Any:
@@ -49,7 +50,7 @@ class _EnvShard:
     def __init__(self, env: EnvSpec, size: int) -> None:
         self.pool = LocalEnvPool(env, size)
 
-    def reset(self, jobs: list[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
+    def reset(self, jobs: list[tuple[str, int]]) -> list[tuple[Any, StepInfo]]:
         return self.pool.reset(jobs)
 
     def step(self, indices: list[int], actions: list[str]) -> list[StepResult]:
@@ -74,7 +75,7 @@ class RayEnvPool:
         self._actors = [actor.remote(env, n) for n in self._shards]
         self._workers = workers
 
-    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
+    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, StepInfo]]:
         """Reset env i to ``jobs[i]`` = (task id, seed)."""
         if len(jobs) != self.size:
             raise ValueError(f"reset: {len(jobs)} jobs for {self.size} envs")

@@ -9,12 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, StepResult, TextAgentEnv
 from agentbench_rl.envs.remote import step_all
 from agentbench_rl.envs.spec import EnvSpec
-
-#: What ``step`` returns per env: observation, reward, terminated, truncated, info.
-StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 
 
 class EnvPool(Protocol):
@@ -22,7 +19,7 @@ class EnvPool(Protocol):
 
     size: int
 
-    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
+    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, StepInfo]]:
         """Reset env i to task ``jobs[i][0]`` with seed ``jobs[i][1]`` (one job per env)."""
 
     def step(self, indices: Sequence[int], actions: Sequence[str]) -> list[StepResult]:
@@ -64,7 +61,7 @@ class LocalEnvPool:
         pool.envs = list(envs)
         return pool
 
-    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, dict[str, Any]]]:
+    def reset(self, jobs: Sequence[tuple[str, int]]) -> list[tuple[Any, StepInfo]]:
         """Reset env i to ``jobs[i]`` = (task id, seed)."""
         if len(jobs) != self.size:
             raise ValueError(f"reset: {len(jobs)} jobs for {self.size} envs")

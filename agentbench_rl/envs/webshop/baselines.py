@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentbench_rl.envs.base import TextAgentEnv
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv
 from agentbench_rl.envs.webshop.env import WebShopEnv, search_query
 from agentbench_rl.envs.webshop.pages import BACK_TO_SEARCH, BUY_NOW
 
@@ -37,7 +37,7 @@ class RuleAgent:
             )
         self._env = shop
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: StepInfo) -> str:
         """The rule's next action on the env's current page."""
         if self._env is None:
             raise RuntimeError("RuleAgent.act called before begin_episode")

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from agentbench_rl.core.actions import canonicalize_action
 from agentbench_rl.core.hashing import stable_hash
-from agentbench_rl.envs.base import TextAgentEnv, Transition, text_space
+from agentbench_rl.envs.base import StepInfo, TextAgentEnv, Transition, text_space
 from agentbench_rl.envs.webshop.data import CatalogueName, resolve_data_dir
 from agentbench_rl.envs.webshop.expert import Expert, ShopState
 from agentbench_rl.envs.webshop.goals import SPLITS, Goal, parse_task_id
@@ -452,7 +452,7 @@ class WebShopEnv(TextAgentEnv[str]):
             )
         )
 
-    def _info(self) -> dict[str, Any]:
+    def _info(self) -> StepInfo:
         info = super()._info()
         info["user_choices"] = self.user_choices()  # what choose mode picks from (prompting)
         if self._purchase is not None:
