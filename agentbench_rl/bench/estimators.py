@@ -23,10 +23,10 @@ import itertools
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from rich import box
@@ -43,7 +43,7 @@ from agentbench_rl.bench.peers import (
 )
 from agentbench_rl.core.batch import StepBatch, StepColumns
 from agentbench_rl.core.hashing import stable_hash
-from agentbench_rl.estimators import NAMES, REGISTRY, compute
+from agentbench_rl.estimators import NAMES, REGISTRY, EstimatorResult, compute
 
 GROUP_SIZE = 8
 MAX_STEPS = 50
@@ -81,12 +81,70 @@ END_TO_END_MIN_SPEEDUP = 100.0  # build + compute against the authors' own funct
 REPEATS = 7
 
 
+class BaselineFigures(TypedDict):
+    """The yardstick against its per-row baseline at one size (seconds; ratios: per-row over
+    ours)."""
+
+    per_row_s: float
+    ratio: float
+    write_s: float
+    build_s: float
+    from_records_s: float
+    end_to_end_ratio: float
+
+
+class PeerFigures(TypedDict):
+    """One estimator beside its authors' function at one size."""
+
+    theirs_s: float
+    ratio: float
+    end_to_end_ratio: float
+    max_difference: float
+    rows_apart_at_defaults: int
+
+
+class TargetFigures(TypedDict):
+    """A :class:`SpeedTarget` and its measured time (``None``: past a quick run's sizes)."""
+
+    estimator: str
+    rows: int
+    seconds: float
+    hidden_size: int | None
+    measured_s: float | None
+
+
+class KeepUpFigures(TypedDict):
+    """An estimator timed in turn with the yardstick (``times_s``: every run's best, by label)."""
+
+    estimator: str
+    versus: str
+    rows: int
+    speed_ratio: float
+    times_s: dict[str, float]
+
+
+class SpeedFigures(TypedDict):
+    """What ``bench estimators`` measured: seconds per batch by estimator and rows, the
+    yardstick's baseline, the authors' functions, the targets."""
+
+    sizes: list[int]
+    estimators: dict[str, dict[int, float]]
+    baseline: dict[int, BaselineFigures]
+    peers: dict[str, dict[int, PeerFigures]]
+    targets: list[TargetFigures]
+    keep_up: list[KeepUpFigures]
+
+
+#: One timed run: an estimator and its parameters.
+Run = tuple[str, dict[str, float]]
+
+
 @dataclass(frozen=True)
 class SyntheticRollout:
     """The columns of a synthetic batch, and each row's latent state (what BiPACE's synthetic
     hidden states encode)."""
 
-    columns: dict[str, Any]
+    columns: dict[str, np.ndarray]
     latent: np.ndarray
 
     def batch(self, hidden: np.ndarray | None = None) -> StepBatch:
@@ -242,17 +300,16 @@ def best_time(function: Callable[[], object], repeats: int) -> float:
 
 def time_estimator(
     name: str, rollout: SyntheticRollout, hidden: np.ndarray | None, repeats: int
-) -> tuple[float, dict[str, Any]]:
-    """Best time of ``compute(name, fresh batch)`` and the diagnostics of the last run."""
-    best = math.inf
-    diagnostics: dict[str, Any] = {}
+) -> tuple[float, EstimatorResult]:
+    """Best time of ``compute(name, fresh batch)`` and the result of the last run."""
+    best, result = math.inf, None
     for _ in range(repeats):
         batch = rollout.batch(hidden)
         started = time.perf_counter()
         result = compute(name, batch)
         best = min(best, time.perf_counter() - started)
-        diagnostics = result.diagnostics
-    return best, diagnostics
+    assert result is not None, "repeats must be >= 1"
+    return best, result
 
 
 def time_target(
@@ -269,9 +326,7 @@ def time_target(
     return time_estimator(target.estimator, rollout, hidden, 3)[0]
 
 
-def interleaved_times(
-    rollout: SyntheticRollout, runs: dict[str, tuple[str, dict[str, Any]]]
-) -> dict[str, float]:
+def interleaved_times(rollout: SyntheticRollout, runs: dict[str, Run]) -> dict[str, float]:
     """Best time of each run (label: estimator and parameters) on a fresh batch of
     ``rollout``, the runs taken in turn ``REPEATS`` times."""
     best = dict.fromkeys(runs, math.inf)
@@ -284,10 +339,10 @@ def interleaved_times(
     return best
 
 
-def driver_chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def driver_chunks(records: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The records in the chunks the episode driver writes: one per step (the synthetic
     rollout is step-major, as the driver's rows are)."""
-    chunks: list[list[dict[str, Any]]] = []
+    chunks: list[list[Mapping[str, Any]]] = []
     for record in records:
         if not chunks or chunks[-1][-1]["t"] != record["t"]:
             chunks.append([])
@@ -295,7 +350,7 @@ def driver_chunks(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return chunks
 
 
-def time_build(records: list[dict[str, Any]], repeats: int) -> tuple[float, float]:
+def time_build(records: Sequence[Mapping[str, Any]], repeats: int) -> tuple[float, float]:
     """Best times of writing ``records`` as the episode driver does (:class:`StepColumns`, one
     chunk per step) and of building the ``StepBatch`` from what was written."""
     chunks = driver_chunks(records)
@@ -313,7 +368,7 @@ def time_build(records: list[dict[str, Any]], repeats: int) -> tuple[float, floa
 
 
 def peer_table(
-    root: Path, sizes: Sequence[int], rollouts: dict[int, SyntheticRollout], figures: dict[str, Any]
+    root: Path, sizes: Sequence[int], rollouts: dict[int, SyntheticRollout], figures: SpeedFigures
 ) -> Table:
     """Our estimators beside their authors' functions (:mod:`agentbench_rl.bench.peers`) on the
     same rows: compute alone, and end to end (the build from the driver's columns plus
@@ -369,15 +424,16 @@ def _cell(n_rows: int, seconds: float) -> str:
     return f"{rate_text}  {1000 * seconds:.1f} ms"
 
 
-def run(quick: bool, console: Console) -> dict[str, Any]:
+def run(quick: bool, console: Console) -> SpeedFigures:
     """Time every estimator and the GiGPO baseline; print rich tables; return the figures."""
     sizes = QUICK_SIZES if quick else FULL_SIZES
-    figures: dict[str, Any] = {
+    figures: SpeedFigures = {
         "sizes": list(sizes),
         "estimators": {},
         "baseline": {},
-        "targets": [],
         "peers": {},
+        "targets": [],
+        "keep_up": [],
     }
     rollouts = {n: synthetic_rollout(n, seed=n) for n in sizes}
     time_every_estimator(sizes, rollouts, figures, console)
@@ -396,7 +452,7 @@ def run(quick: bool, console: Console) -> dict[str, Any]:
 def time_every_estimator(
     sizes: Sequence[int],
     rollouts: dict[int, SyntheticRollout],
-    figures: dict[str, Any],
+    figures: SpeedFigures,
     console: Console,
 ) -> None:
     """Step 1: every estimator's time at every size (those that read hidden states at several
@@ -424,7 +480,8 @@ def time_every_estimator(
         row = [name]
         for n in sizes:
             hidden = synthetic_hidden(rollouts[n].latent, size, seed=size)
-            seconds, diagnostics = time_estimator(estimator, rollouts[n], hidden, 2)
+            seconds, result = time_estimator(estimator, rollouts[n], hidden, 2)
+            diagnostics = result.diagnostics
             figures["estimators"].setdefault(name, {})[n] = seconds
             if "n_clusters" in diagnostics:
                 clusters_per_group.append(diagnostics["n_clusters"] / diagnostics["n_groups"])
@@ -443,7 +500,7 @@ def time_every_estimator(
 def compare_with_per_row(
     sizes: Sequence[int],
     rollouts: dict[int, SyntheticRollout],
-    figures: dict[str, Any],
+    figures: SpeedFigures,
     console: Console,
 ) -> None:
     """Step 2: the yardstick against its per-row baseline (verl-agent's style), equal to 1e-8,
@@ -526,7 +583,7 @@ def check_targets(
     quick: bool,
     sizes: Sequence[int],
     rollouts: dict[int, SyntheticRollout],
-    figures: dict[str, Any],
+    figures: SpeedFigures,
     console: Console,
 ) -> None:
     """Step 4: the speed targets (absolute times, the yardstick's speed-up, each peer's end to
@@ -538,7 +595,15 @@ def check_targets(
         targets.add_column(column)
     for target in SPEED_TARGETS:
         measured = time_target(target, quick, rollouts)
-        figures["targets"].append({**asdict(target), "measured_s": measured})
+        figures["targets"].append(
+            {
+                "estimator": target.estimator,
+                "rows": target.rows,
+                "seconds": target.seconds,
+                "hidden_size": target.hidden_size,
+                "measured_s": measured,
+            }
+        )
         width = f" x {target.hidden_size}" if target.hidden_size else ""
         label = f"{target.estimator} time, {target.rows:,} rows{width}"
         if measured is None:
@@ -562,9 +627,9 @@ def check_targets(
             f"<= {PARITY_TOLERANCE:.0e}",
             _met(difference <= PARITY_TOLERANCE),
         )
-        ratio = peer[largest]["end_to_end_ratio"] if largest in peer else None
-        if ratio is None:
+        if largest not in peer:
             continue
+        ratio = peer[largest]["end_to_end_ratio"]
         targets.add_row(
             f"{name} end to end vs verl-agent's, {largest:,} rows",
             f"{ratio:.0f}x",
@@ -580,24 +645,24 @@ def check_targets(
 
 
 def keep_up_with_yardstick(
-    rollout: SyntheticRollout, rows: int, figures: dict[str, Any], targets: Table
+    rollout: SyntheticRollout, rows: int, figures: SpeedFigures, targets: Table
 ) -> list[str]:
     """The estimators that must run at least as fast as the yardstick, each timed in turn with
     it (on a shared machine the speed drifts over seconds, and the table's times were taken
     apart); one with levels of groups also at each shallower depth. Adds their rows to
-    ``targets``; returns the depth notes."""
+    ``targets`` and their figures to ``figures["keep_up"]``; returns the depth notes."""
     depth_notes: list[str] = []
     for name in (n for n in FASTER_THAN_YARDSTICK if n in figures["estimators"]):
         declared = REGISTRY[name].defaults
         depth = int(declared.get(LEVELS_PARAMETER, 0))
-        runs: dict[str, tuple[str, dict[str, Any]]] = {
+        runs: dict[str, Run] = {
             YARDSTICK_ESTIMATOR: (YARDSTICK_ESTIMATOR, {}),
             name: (name, {}),
             **{f"{name}:{k}": (name, {LEVELS_PARAMETER: k}) for k in range(depth)},
         }
         paired = interleaved_times(rollout, runs)
         per_row_ratio = paired[YARDSTICK_ESTIMATOR] / paired[name]
-        figures["targets"].append(
+        figures["keep_up"].append(
             {
                 "estimator": name,
                 "versus": YARDSTICK_ESTIMATOR,
