@@ -5,7 +5,6 @@ script is rehearsed with tiny models by ``.ci/gpu --dry-run`` in CI.)"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,16 +18,16 @@ def test_a_section_past_its_limit_is_cut_and_named(tmp_path: Path) -> None:
     lines: list[str] = []
     outcome = gpu.run_section("tests", gpu.Settings(dry_run=True), 0.5, lines.append)
     # pytest's start alone takes longer than half a second
-    assert outcome["error"] == "cut at its limit of 0.5 s"
-    assert outcome["section_s"] < 10
+    assert outcome.get("error") == "cut at its limit of 0.5 s" and "figures" not in outcome
+    assert outcome["seconds"] < 10
     assert lines[0].startswith("== tests") and "error" in lines[-1]
 
 
 def test_a_failing_section_reports_its_last_lines(monkeypatch: pytest.MonkeyPatch) -> None:
     # an unknown section: the section process exits 2 with argparse's message
     outcome = gpu.run_section("nope", gpu.Settings(dry_run=True), 30, lambda line: None)
-    assert outcome["error"] == "exit status 2"
-    assert any("invalid choice" in line for line in outcome["tail"])
+    assert outcome.get("error") == "exit status 2"
+    assert any("invalid choice" in line for line in outcome.get("tail", []))
 
 
 def test_run_refuses_unknown_sections_and_a_missing_gpu(tmp_path: Path) -> None:
@@ -42,8 +41,8 @@ def test_run_refuses_unknown_sections_and_a_missing_gpu(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())  # nothing written before the checks
 
 
-def _record() -> dict[str, Any]:
-    train_row = {
+def _record() -> gpu.GpuRecord:
+    train_row: gpu.TrainRow = {
         "rows": 192.0,
         "prompt_tokens_mean": 612.4,
         "response_tokens": 24576,
@@ -56,11 +55,13 @@ def _record() -> dict[str, Any]:
         "first_approx_kl": 1e-5,
         "first_clipfrac": 0.0,
     }
-    bipace_row = {
-        "rows": 32.0,
-        "base_iteration_s": 8.0,
-        "candidate_extra_s": 0.4,
-        "candidate_extra_percent": 5.0,
+    bipace_row: gpu.BipaceRow = {
+        "figures": {
+            "rows": 32.0,
+            "base_iteration_s": 8.0,
+            "candidate_extra_s": 0.4,
+            "candidate_extra_percent": 5.0,
+        },
         "hidden_size": 3584,
         "layers": 28,
         "peak_gb": 70.0,
@@ -79,23 +80,28 @@ def _record() -> dict[str, Any]:
         },
         "sections": {
             "tests": {
-                "summary": "1 failed, 3 passed",
-                "exit_status": 1,
-                "failed": ["tests/test_gpu.py::x"],
-                "section_s": 40.0,
+                "seconds": 40.0,
+                "figures": {
+                    "summary": "1 failed, 3 passed",
+                    "exit_status": 1,
+                    "failed": ["tests/test_gpu.py::x"],
+                    "seconds": 39.0,
+                },
             },
-            "train": {"qwen2.5-0.5b sokoban": train_row, "section_s": 90.0},
-            "bipace": {"qwen2.5-7b": bipace_row, "section_s": 80.0},
+            "train": {"seconds": 90.0, "figures": {"qwen2.5-0.5b sokoban": train_row}},
+            "bipace": {"seconds": 80.0, "figures": {"qwen2.5-7b": bipace_row}},
             "eval": {
-                "episodes": 64,
-                "seconds": 12.0,
-                "episodes_per_s": 5.33,
-                "tokens_per_s": 2048.0,
-                "agent_calls": 192,
-                "peak_gb": 2.0,
-                "section_s": 30.0,
+                "seconds": 30.0,
+                "figures": {
+                    "episodes": 64,
+                    "seconds": 12.0,
+                    "episodes_per_s": 5.33,
+                    "tokens_per_s": 2048.0,
+                    "agent_calls": 192,
+                    "peak_gb": 2.0,
+                },
             },
-            "vision": {"error": "cut at its limit of 50 s", "tail": ["last line"], "section_s": 50},
+            "vision": {"seconds": 50.0, "error": "cut at its limit of 50 s", "tail": ["last line"]},
         },
     }
 

@@ -22,8 +22,9 @@ costs only itself; the others still report), in this order:
 - ``vision``: Qwen2.5-VL-3B's forward (choose mode: scoring the actions) and generation on one
   96 x 96 Sokoban frame.
 
-Written under ``--out``: ``gpu.json`` (the machine, the commit, every section's figures or its
-error), ``gpu.md`` (the same as tables) and ``gpu.log`` (everything the sections printed).
+Written under ``--out``: ``gpu.json`` (:class:`GpuRecord`: the machine, the commit, every
+section's seconds and its figures or its error), ``gpu.md`` (the same as tables) and
+``gpu.log`` (everything the sections printed).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from agentbench_rl.core.atomic import atomic_write_text
 from agentbench_rl.models.tiny import TinyModelConfig
@@ -62,12 +63,113 @@ BIPACE_SHAPES = ("qwen2.5-1.5b", "qwen2.5-7b")
 EVAL_SHAPE = "qwen2.5-0.5b"
 VISION_SHAPE = "qwen2.5-vl-3b"
 #: ALFWorld plays its shipped games, so the machine needs no data.
-TRAIN_ENVS: dict[str, dict[str, Any]] = {
+TRAIN_ENVS: dict[str, dict[str, object]] = {
     "sokoban": {"train_split": "train"},
     "alfworld": {"train_split": "demo", "env_kwargs": {"expert_recovery": "undo"}},
 }
 #: The variable the ``gpu`` tests read: ``cpu`` runs them on the CPU (the rehearsal).
 TEST_DEVICE_VARIABLE = "AGENTBENCH_TEST_DEVICE"
+
+
+# ---------------------------------------------------------------------- the record
+class TestsFigures(TypedDict):
+    """The ``tests`` section: pytest's last line, its exit status, the failed tests."""
+
+    summary: str
+    exit_status: int
+    failed: list[str]
+    seconds: float
+
+
+class TrainRow(TypedDict):
+    """One training iteration at one shape on one env (GB: ``None`` on the CPU)."""
+
+    rows: float
+    prompt_tokens_mean: float
+    response_tokens: int
+    rollout_s: float
+    rollout_tokens_per_s: float
+    estimator_s: float
+    update_s: float
+    weights_gb: float | None
+    peak_gb: float | None
+    first_approx_kl: float | None
+    first_clipfrac: float | None
+
+
+class BipaceRow(TypedDict):
+    """BiPACE over GiGPO at one shape: :func:`agentbench_rl.bench.train.measure`'s seconds
+    (its keys, not repeated here), the shape and the peak memory."""
+
+    figures: dict[str, float]
+    hidden_size: int
+    layers: int
+    peak_gb: float | None
+
+
+class EvalFigures(TypedDict):
+    """Batched ``hf:`` evaluation of a saved policy."""
+
+    episodes: int
+    seconds: float
+    episodes_per_s: float
+    tokens_per_s: float
+    agent_calls: int
+    peak_gb: float | None
+
+
+class VisionCall(TypedDict):
+    """One call of the vision-language policy on the frame."""
+
+    seconds: float
+    prompt_tokens: float
+    response_tokens: int
+    peak_gb: float | None
+
+
+class VisionFigures(TypedDict):
+    """The ``vision`` section: the frame's shape, the rows, the forward and the generation."""
+
+    frame: list[int]
+    rows: int
+    forward: VisionCall
+    generate: VisionCall
+
+
+#: What one section measures (``train`` and ``bipace``: a row per shape and env).
+SectionFigures = (
+    TestsFigures | dict[str, TrainRow] | dict[str, BipaceRow] | EvalFigures | VisionFigures
+)
+
+
+class SectionOutcome(TypedDict):
+    """One section's seconds, and its figures or its error with the last lines it printed."""
+
+    seconds: float
+    figures: NotRequired[SectionFigures]
+    error: NotRequired[str]
+    tail: NotRequired[list[str]]
+
+
+class Machine(TypedDict):
+    """What the figures were taken on."""
+
+    gpu: str | None
+    python: str
+    torch: str
+    cuda: str | None
+    transformers: str
+    date: str
+    git_commit: str | None
+    git_dirty: bool | None
+
+
+class GpuRecord(TypedDict):
+    """``gpu.json``: the machine and every section's outcome, in the order they ran."""
+
+    dry_run: bool
+    machine: Machine
+    sections: dict[str, SectionOutcome]
 
 
 @dataclass(frozen=True)
@@ -92,7 +194,7 @@ class Settings:
         vision = real.vision is not None
         return architectures.REHEARSAL_VISION if vision else architectures.REHEARSAL_TEXT
 
-    def sizes(self, real: dict[str, Any], rehearsal: dict[str, Any]) -> dict[str, Any]:
+    def sizes(self, real: dict[str, int], rehearsal: dict[str, int]) -> dict[str, int]:
         """``real`` on the device, ``rehearsal`` in a dry run."""
         return rehearsal if self.dry_run else real
 
@@ -152,18 +254,20 @@ def _train_config(settings: Settings, env: str, estimator: str = "gigpo") -> Any
         {"n_tasks": 8, "group_size": 8, "max_steps": 3, "max_new_tokens": 128},
         {"n_tasks": 2, "group_size": 2, "max_steps": 2, "max_new_tokens": 8},
     )
-    return TrainConfig(
-        env=env,
-        estimator=estimator,
-        action_mode="generate",
-        dtype="bfloat16",
-        device=settings.device,
-        torch_threads=0,
-        forward_batch_size=16,
-        minibatch_size=4096,
-        tiny=TinyModelConfig(tokenizer_episodes=20),
-        **TRAIN_ENVS[env],
-        **sizes,
+    return TrainConfig.model_validate(
+        {
+            "env": env,
+            "estimator": estimator,
+            "action_mode": "generate",
+            "dtype": "bfloat16",
+            "device": settings.device,
+            "torch_threads": 0,
+            "forward_batch_size": 16,
+            "minibatch_size": 4096,
+            "tiny": TinyModelConfig(tokenizer_episodes=20),
+            **TRAIN_ENVS[env],
+            **sizes,
+        }
     )
 
 
@@ -186,7 +290,7 @@ def _policy(settings: Settings, config: Any, shape_name: str) -> Any:
 
 
 # ---------------------------------------------------------------------- the sections
-def section_tests(settings: Settings) -> dict[str, Any]:
+def section_tests(settings: Settings) -> TestsFigures:
     """The ``gpu``-marked tests that need neither vLLM nor verl, in a pytest of their own."""
     environment = {**os.environ, TEST_DEVICE_VARIABLE: settings.device}
     command = [
@@ -206,13 +310,13 @@ def section_tests(settings: Settings) -> dict[str, Any]:
     }
 
 
-def section_train(settings: Settings) -> dict[str, Any]:
+def section_train(settings: Settings) -> dict[str, TrainRow]:
     """One training iteration at each train shape on each env."""
     import torch
 
     from agentbench_rl.train.ppo import Learner, make_pool, train_iteration
 
-    results: dict[str, Any] = {}
+    results: dict[str, TrainRow] = {}
     for shape_name in TRAIN_SHAPES:
         for env in TRAIN_ENVS:
             config = _train_config(settings, env)
@@ -241,8 +345,9 @@ def section_train(settings: Settings) -> dict[str, Any]:
                 "update_s": row["time/update_s"],
                 "weights_gb": weights_gb,
                 "peak_gb": _peak_memory_gb(settings.device),
-                "first_approx_kl": row.get("ppo/approx_kl"),
-                "first_clipfrac": row.get("ppo/clipfrac"),
+                # the loss's figures, which the row's type cannot list
+                "first_approx_kl": cast("float | None", row.get("ppo/approx_kl")),
+                "first_clipfrac": cast("float | None", row.get("ppo/clipfrac")),
             }
             _say(f"train {shape_name} {env}: {json.dumps(results[f'{shape_name} {env}'])}")
             del policy, reference, optimizer, learner
@@ -250,11 +355,11 @@ def section_train(settings: Settings) -> dict[str, Any]:
     return results
 
 
-def section_bipace(settings: Settings) -> dict[str, Any]:
+def section_bipace(settings: Settings) -> dict[str, BipaceRow]:
     """BiPACE's extra cost over GiGPO per iteration at each BiPACE shape."""
     from agentbench_rl.bench.train import DEFAULT_CANDIDATE, measure
 
-    results: dict[str, Any] = {}
+    results: dict[str, BipaceRow] = {}
     for shape_name in BIPACE_SHAPES:
         config = _train_config(settings, "sokoban").model_copy(
             update=settings.sizes(
@@ -264,20 +369,20 @@ def section_bipace(settings: Settings) -> dict[str, Any]:
         )
         policy = _policy(settings, config, shape_name)
         _reset_peak(settings.device)
-        figures: dict[str, Any] = dict(
-            measure(config, repeats=2, candidate=DEFAULT_CANDIDATE, policy=policy)
-        )
-        figures["hidden_size"] = settings.shape(shape_name).hidden_size
-        figures["layers"] = settings.shape(shape_name).layers
-        figures["peak_gb"] = _peak_memory_gb(settings.device)
-        results[shape_name] = figures
-        _say(f"bipace {shape_name}: {json.dumps(figures)}")
+        figures = measure(config, repeats=2, candidate=DEFAULT_CANDIDATE, policy=policy)
+        results[shape_name] = {
+            "figures": figures,
+            "hidden_size": settings.shape(shape_name).hidden_size,
+            "layers": settings.shape(shape_name).layers,
+            "peak_gb": _peak_memory_gb(settings.device),
+        }
+        _say(f"bipace {shape_name}: {json.dumps(results[shape_name])}")
         del policy
         _free(settings.device)
     return results
 
 
-def section_eval(settings: Settings) -> dict[str, Any]:
+def section_eval(settings: Settings) -> EvalFigures:
     """Batched ``hf:`` evaluation of a saved policy on Sokoban's val split."""
     import tempfile
 
@@ -318,7 +423,7 @@ def section_eval(settings: Settings) -> dict[str, Any]:
     }
 
 
-def section_vision(settings: Settings) -> dict[str, Any]:
+def section_vision(settings: Settings) -> VisionFigures:
     """Qwen2.5-VL-3B's forward and generation on one 96 x 96 visual Sokoban frame."""
     import torch
 
@@ -338,7 +443,7 @@ def section_vision(settings: Settings) -> dict[str, Any]:
     env = make("visual_sokoban", split="val")
     observation, info = env.reset(options={"task_id": "val-0000"})
     frame = observation["image"].shape
-    results: dict[str, Any] = {"frame": list(frame), "rows": rows}
+    calls: dict[str, VisionCall] = {}
     for name, policy in (("forward", choosing), ("generate", generating)):
         prompt = build_prompt(
             "visual_sokoban", observation, [], info["admissible_actions"], policy.prompt
@@ -351,15 +456,20 @@ def section_vision(settings: Settings) -> dict[str, Any]:
         policy.act([prompt] * rows, admissible, torch.Generator().manual_seed(1))
         _synchronize(settings.device)
         seconds = time.perf_counter() - began
-        results[name] = {
+        calls[name] = {
             "seconds": seconds,
             "prompt_tokens": counter.prompt_tokens / max(1, counter.rows),
             "response_tokens": counter.response_tokens,
             "peak_gb": _peak_memory_gb(settings.device),
         }
-        _say(f"vision {name}: {json.dumps(results[name])}")
+        _say(f"vision {name}: {json.dumps(calls[name])}")
     env.close()
-    return results
+    return {
+        "frame": list(frame),
+        "rows": rows,
+        "forward": calls["forward"],
+        "generate": calls["generate"],
+    }
 
 
 def _free(device: str) -> None:
@@ -372,7 +482,7 @@ def _free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-SECTIONS: dict[str, Callable[[Settings], dict[str, Any]]] = {
+SECTIONS: dict[str, Callable[[Settings], SectionFigures]] = {
     "tests": section_tests,
     "train": section_train,
     "bipace": section_bipace,
@@ -382,7 +492,7 @@ SECTIONS: dict[str, Callable[[Settings], dict[str, Any]]] = {
 
 
 # ---------------------------------------------------------------------- the whole run
-def machine() -> dict[str, Any]:
+def machine() -> Machine:
     """What the figures were taken on: the accelerator, the libraries, the commit, the date."""
     import torch
     import transformers
@@ -390,6 +500,7 @@ def machine() -> dict[str, Any]:
     from agentbench_rl.harness.provenance import package_revision
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    revision = package_revision()
     return {
         "gpu": gpu,
         "python": platform.python_version(),
@@ -397,7 +508,8 @@ def machine() -> dict[str, Any]:
         "cuda": torch.version.cuda,
         "transformers": transformers.__version__,
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        **package_revision(),
+        "git_commit": revision["git_commit"],
+        "git_dirty": revision["git_dirty"],
     }
 
 
@@ -414,9 +526,11 @@ def _log(path: Path) -> Iterator[Callable[[str], None]]:
         yield write
 
 
-def run_section(name: str, settings: Settings, limit: float, log: Callable[[str], None]) -> dict:
-    """Run one section in a process of its own, cut at ``limit`` seconds; returns its figures,
-    or ``{"error": ...}`` with the last lines it printed."""
+def run_section(
+    name: str, settings: Settings, limit: float, log: Callable[[str], None]
+) -> SectionOutcome:
+    """Run one section in a process of its own, cut at ``limit`` seconds; returns its seconds
+    and figures, or its error with the last lines it printed."""
     result_file = (
         Path(os.environ.get("TMPDIR", "/tmp")) / f"agentbench-gpu-{os.getpid()}-{name}.json"
     )
@@ -441,14 +555,14 @@ def run_section(name: str, settings: Settings, limit: float, log: Callable[[str]
         process.wait()
         status = None
     seconds = time.perf_counter() - began
+    outcome: SectionOutcome = {"seconds": seconds}
     if status is None:
-        outcome: dict[str, Any] = {"error": f"cut at its limit of {limit:g} s", "tail": tail}
+        outcome |= {"error": f"cut at its limit of {limit:g} s", "tail": tail}
     elif status != 0 or not result_file.is_file():
-        outcome = {"error": f"exit status {status}", "tail": tail}
-    else:
-        outcome = json.loads(result_file.read_text("utf-8"))
+        outcome |= {"error": f"exit status {status}", "tail": tail}
+    else:  # what this module's main wrote: the section's figures
+        outcome["figures"] = cast(SectionFigures, json.loads(result_file.read_text("utf-8")))
     result_file.unlink(missing_ok=True)
-    outcome["section_s"] = seconds
     log(
         f"== {name}: {'error: ' + outcome['error'] if 'error' in outcome else 'done'} "
         f"in {seconds:.0f} s"
@@ -477,7 +591,7 @@ def _lines_until(process: subprocess.Popen[str], deadline: float) -> Iterator[st
 
 def run(
     out: Path, dry_run: bool = False, sections: Sequence[str] | None = None, scale: float = 1.0
-) -> dict[str, Any]:
+) -> GpuRecord:
     """Every section (or those named), each under its limit times ``scale``; writes
     ``gpu.json``, ``gpu.md`` and ``gpu.log`` under ``out`` and returns the record."""
     names = list(sections or SECTION_LIMITS)
@@ -494,7 +608,7 @@ def run(
         if not torch.cuda.is_available():
             raise ValueError("bench gpu: no CUDA GPU here (rehearse on the CPU with --dry-run)")
     out.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"dry_run": dry_run, "machine": machine(), "sections": {}}
+    record: GpuRecord = {"dry_run": dry_run, "machine": machine(), "sections": {}}
     with _log(out / "gpu.log") as log:
         log(f"bench gpu{' --dry-run' if dry_run else ''}: {json.dumps(record['machine'])}")
         for name in names:
@@ -515,7 +629,7 @@ def _number(value: Any, digits: int = 2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-def markdown(record: dict[str, Any]) -> str:
+def markdown(record: GpuRecord) -> str:
     """The record as Markdown: the machine, then one table per section (or its error)."""
     info = record["machine"]
     lines = [
@@ -526,30 +640,28 @@ def markdown(record: dict[str, Any]) -> str:
         f"{info.get('git_commit') or '?'}{' (dirty)' if info.get('git_dirty') else ''}; "
         f"{info['date']}.",
     ]
-    sections = record["sections"]
-    for name, figures in sections.items():
-        lines += ["", f"## {name} ({figures['section_s']:.0f} s)", ""]
-        if "error" in figures:
-            lines += [f"error: {figures['error']}", "", "```", *figures.get("tail", []), "```"]
+    for name, outcome in record["sections"].items():
+        lines += ["", f"## {name} ({outcome['seconds']:.0f} s)", ""]
+        if "figures" not in outcome:
+            error = outcome.get("error", "no figures")
+            lines += [f"error: {error}", "", "```", *outcome.get("tail", []), "```"]
             continue
-        lines += _TABLES[name](figures)
+        lines += _TABLES[name](outcome["figures"])
     return "\n".join(lines) + "\n"
 
 
-def _tests_table(figures: dict[str, Any]) -> list[str]:
+def _tests_table(figures: TestsFigures) -> list[str]:
     lines = [f"`{figures['summary']}` (exit status {figures['exit_status']})"]
     return lines + [f"- failed: `{name}`" for name in figures["failed"]]
 
 
-def _train_table(figures: dict[str, Any]) -> list[str]:
+def _train_table(figures: dict[str, TrainRow]) -> list[str]:
     lines = [
         "| model, env | rows | prompt tokens | rollout s | rollout tokens/s | update s "
         "| weights GB | peak GB | first approx KL | first clip frac |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in figures.items():
-        if not isinstance(row, dict):
-            continue
         lines.append(
             f"| {name} | {row['rows']:.0f} | {row['prompt_tokens_mean']:.0f} "
             f"| {row['rollout_s']:.1f} | {row['rollout_tokens_per_s']:,.0f} "
@@ -559,24 +671,24 @@ def _train_table(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _bipace_table(figures: dict[str, Any]) -> list[str]:
+def _bipace_table(figures: dict[str, BipaceRow]) -> list[str]:
     lines = [
         "| model | hidden | layers | rows | GiGPO iteration s | BiPACE extra s | extra % "
         "| peak GB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, row in figures.items():
-        if not isinstance(row, dict):
-            continue
+        measured = row["figures"]
         lines.append(
-            f"| {name} | {row['hidden_size']:.0f} | {row['layers']:.0f} | {row['rows']:.0f} "
-            f"| {row['base_iteration_s']:.2f} | {row['candidate_extra_s']:.3f} "
-            f"| {row['candidate_extra_percent']:+.1f} | {_number(row['peak_gb'])} |"
+            f"| {name} | {row['hidden_size']:.0f} | {row['layers']:.0f} "
+            f"| {measured['rows']:.0f} | {measured['base_iteration_s']:.2f} "
+            f"| {measured['candidate_extra_s']:.3f} "
+            f"| {measured['candidate_extra_percent']:+.1f} | {_number(row['peak_gb'])} |"
         )
     return lines
 
 
-def _eval_table(figures: dict[str, Any]) -> list[str]:
+def _eval_table(figures: EvalFigures) -> list[str]:
     return [
         "| episodes | seconds | episodes/s | tokens/s | peak GB |",
         "|---:|---:|---:|---:|---:|",
@@ -585,15 +697,14 @@ def _eval_table(figures: dict[str, Any]) -> list[str]:
     ]
 
 
-def _vision_table(figures: dict[str, Any]) -> list[str]:
+def _vision_table(figures: VisionFigures) -> list[str]:
     lines = [
         f"frame {'x'.join(str(n) for n in figures['frame'])}, {figures['rows']} rows",
         "",
         "| call | seconds | prompt tokens | response tokens | peak GB |",
         "|---|---:|---:|---:|---:|",
     ]
-    for name in ("forward", "generate"):
-        row = figures[name]
+    for row, name in ((figures["forward"], "forward"), (figures["generate"], "generate")):
         lines.append(
             f"| {name} | {row['seconds']:.2f} | {row['prompt_tokens']:.0f} "
             f"| {row['response_tokens']} | {_number(row['peak_gb'])} |"
@@ -601,7 +712,8 @@ def _vision_table(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-_TABLES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+# each table reads its own section's figures (the record holds them as their union)
+_TABLES: dict[str, Callable[[Any], list[str]]] = {
     "tests": _tests_table,
     "train": _train_table,
     "bipace": _bipace_table,
