@@ -151,7 +151,7 @@ class SectionOutcome(TypedDict):
     tail: NotRequired[list[str]]
 
 
-class Machine(TypedDict):
+class GpuMachine(TypedDict):
     """What the figures were taken on."""
 
     gpu: str | None
@@ -168,7 +168,7 @@ class GpuRecord(TypedDict):
     """``gpu.json``: the machine and every section's outcome, in the order they ran."""
 
     dry_run: bool
-    machine: Machine
+    machine: GpuMachine
     sections: dict[str, SectionOutcome]
 
 
@@ -492,7 +492,7 @@ SECTIONS: dict[str, Callable[[Settings], SectionFigures]] = {
 
 
 # ---------------------------------------------------------------------- the whole run
-def machine() -> Machine:
+def machine() -> GpuMachine:
     """What the figures were taken on: the accelerator, the libraries, the commit, the date."""
     import torch
     import transformers

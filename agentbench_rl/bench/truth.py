@@ -55,7 +55,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -77,7 +77,7 @@ from agentbench_rl.core.text import portable_values
 from agentbench_rl.envs.base import TextAgentEnv
 from agentbench_rl.estimators import compute, resolve
 from agentbench_rl.estimators.common import combine_codes
-from agentbench_rl.harness.provenance import agent_weights_fingerprint, machine
+from agentbench_rl.harness.provenance import Machine, agent_weights_fingerprint, machine
 from agentbench_rl.progress import duration, progress_display
 from agentbench_rl.rollout.episode import (
     EpisodeSlot,
@@ -520,10 +520,18 @@ class Piece:
     env_steps: int
     seconds: float | None = None
     cpu_seconds: float | None = None
-    machine: dict[str, Any] | None = None
+    machine: Machine | None = None
 
 
-def piece_machine(agent: BatchAgent) -> dict[str, Any]:
+class MachineShare(TypedDict):
+    """A machine the pieces were played on (``None``: not journaled), and how many of the
+    continuations it played."""
+
+    machine: Machine | None
+    continuations: int
+
+
+def piece_machine(agent: BatchAgent) -> Machine:
     """What a piece's draws depend on beyond the code and the seeds (provenance's
     :func:`~agentbench_rl.harness.provenance.machine`): torch's intra-op thread count where the
     agent runs on torch (``None`` where none is loaded), and the GPU where its model runs on one.
@@ -540,7 +548,7 @@ def piece_machine(agent: BatchAgent) -> dict[str, Any]:
     return machine(torch.get_num_threads(), torch.cuda.get_device_name(device) if on_gpu else None)
 
 
-def machines_played(pieces: Sequence[Piece]) -> list[dict[str, Any]]:
+def machines_played(pieces: Sequence[Piece]) -> list[MachineShare]:
     """The machines the pieces were played on, each with its continuation count, in first-played
     order (``machine`` ``None``: pieces journaled before machines were kept).
 
@@ -950,7 +958,7 @@ def _figure(entry: dict[str, Any], digits: int = 2) -> str:
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _machine_label(record: dict[str, Any] | None) -> str:
+def _machine_label(record: Machine | None) -> str:
     """A piece's machine in words.
 
     Example:

@@ -13,7 +13,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from agentbench_rl.core.hashing import weights_fingerprint
 
@@ -113,7 +113,19 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def machine(threads: int | None = None, gpu: str | None = None) -> dict[str, Any]:
+class Machine(TypedDict, total=False):
+    """What a bitwise claim about a result depends on (:func:`machine`). Every key may be
+    absent from a record read back: older journals and runs kept fewer."""
+
+    cpu: str
+    threads: int | None
+    numpy: str | None
+    torch: str | None
+    transformers: str | None
+    gpu: str
+
+
+def machine(threads: int | None = None, gpu: str | None = None) -> Machine:
     """What a bitwise claim about a result depends on: the processor, the library versions,
     the thread count and, where one computed it, the GPU (``docs/training.md``,
     "Reproducibility").
@@ -122,12 +134,17 @@ def machine(threads: int | None = None, gpu: str | None = None) -> dict[str, Any
         >>> sorted(machine(1)), machine(1, "NVIDIA H200")["gpu"]
         (['cpu', 'numpy', 'threads', 'torch', 'transformers'], 'NVIDIA H200')
     """
-    return {
+    versions = library_versions()
+    record: Machine = {
         "cpu": cpu_model(),
         "threads": threads,
-        **library_versions(),
-        **({"gpu": gpu} if gpu else {}),
+        "numpy": versions["numpy"],
+        "torch": versions["torch"],
+        "transformers": versions["transformers"],
     }
+    if gpu:
+        record["gpu"] = gpu
+    return record
 
 
 def agent_weights_fingerprint(agent: str) -> str | None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -82,7 +82,7 @@ class RunFolderError(ValueError):
 START_RECORD = "start.json"
 
 
-def record_start(folder: Path, made_on: dict[str, Any]) -> None:
+def record_start(folder: Path, made_on: Mapping[str, object]) -> None:
     """Write ``folder``'s start record: its weights' fingerprint and ``made_on``."""
     record = {"weights": weights_fingerprint(folder), "made_on": made_on}
     atomic_write_text(folder / START_RECORD, json.dumps(record, indent=1, sort_keys=True) + "\n")
