@@ -243,10 +243,11 @@ def metrics_rows(out: Path) -> list[Any]:
     mean reward as ``train/return``, its time, its other figures as ``engine/<name>``); the
     last also carries the final evaluation. Read from ``trainer_state.json`` and the harness's
     ``eval-start/`` and ``eval/``, so a recorded run's rows can be written again."""
-    from agentbench_rl.spec.records import MetricsRow, validation_figures, with_figures
+    from agentbench_rl.spec.records import Evaluation, MetricsRow, with_figures
 
     def validation(folder: str) -> MetricsRow:  # ToolCallingAgent plays greedily
-        return validation_figures(json.loads((out / folder / "summary.json").read_text()), True)
+        summary = Evaluation.of(json.loads((out / folder / "summary.json").read_text()))
+        return summary.validation_figures(True)
 
     steps = json.loads((out / "trainer_state.json").read_text())["log_history"]
     start: MetricsRow = {"iteration": 0}
@@ -278,7 +279,7 @@ def evaluate_model(model: Any, tokenizer: Any, out: Path, settings: dict[str, An
     summary = evaluate(config, out, RunOptions(), agent=ToolCallingAgent(model, tokenizer))
     model.train()
     print(
-        f"{out.name}: success {summary['success']['mean']:.3f} on {settings['eval']['limit']} tasks"
+        f"{out.name}: success {summary.success.mean:.3f} on {settings['eval']['limit']} tasks"
     )
     return summary
 

@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+import pandas as pd
 import pytest
 
+from agentbench_rl.harness.stats import summarize
 from agentbench_rl.spec.run_folder import RunFolder
 
 BASELINES = Path(__file__).resolve().parents[1] / "baselines"
@@ -36,9 +38,17 @@ def _write_run(run: Path, rewards: list[float], start: float, end: float) -> Non
     (run / "trainer_state.json").write_text(json.dumps({"log_history": log}))
     for folder, success in (("eval-start", start), ("eval", end)):
         (run / folder).mkdir()
-        summary = {"success": {"mean": success}, "score": {"mean": success}, "mean_return": 1.0,
-                   "mean_steps": 9.0, "invalid_action_rate": 0.5, "seeds": [0],
-                   "provenance": {"agent_weights": None}}  # fmt: skip
+        won = round(10 * success)  # ten episodes, of which these won
+        episodes = pd.DataFrame(
+            {"task_id": [f"test-{i:04d}" for i in range(10)], "category": "6x6", "seed": 0,
+             "success": [i < won for i in range(10)], "score": [float(i < won) for i in range(10)],
+             "steps": 9, "return": 1.0, "invalid_actions": 4}
+        )  # fmt: skip
+        run_fields = {"env": "sokoban", "split": "test", "agent": "trl", "seeds": [0],
+                      "split_checksum": "x", "complete_split": False, "config": {},
+                      "package_version": "0", "git_commit": None,
+                      "provenance": {"agent_weights": None}}  # fmt: skip
+        summary = run_fields | summarize(episodes)
         (run / folder / "summary.json").write_text(json.dumps(summary))
     (run / "model").mkdir()  # the weights, which the record leaves out
 
