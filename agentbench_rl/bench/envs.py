@@ -14,7 +14,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from rich.console import Console
 from rich.table import Table
@@ -33,7 +33,16 @@ SOKOBAN_TARGETS = {
 }
 
 
-def time_env(name: str, steps: int, resets: int = 20, seed: int = 0) -> dict[str, Any]:
+class EnvSpeed(TypedDict):
+    """One env's reset time and random-play speed on its evaluation split."""
+
+    env: str
+    split: str
+    reset_ms: float
+    steps_per_s: float
+
+
+def time_env(name: str, steps: int, resets: int = 20, seed: int = 0) -> EnvSpeed:
     """Reset time (mean over ``resets`` tasks) and random-play steps per second of one env."""
     split = evaluation_split(name)
     env = make(name, split=split)

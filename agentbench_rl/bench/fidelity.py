@@ -49,7 +49,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from rich import box
@@ -63,7 +63,7 @@ from agentbench_rl.core.hashing import seed_from, stable_hash
 from agentbench_rl.envs.sokoban.env import SokobanEnv
 from agentbench_rl.envs.sokoban.generator import LevelConfig
 from agentbench_rl.envs.sokoban.rules import ACTIONS, render_grid
-from agentbench_rl.estimators import compute, resolve, runnable
+from agentbench_rl.estimators import EstimatorParams, compute, resolve, runnable
 
 GAMMA = 0.95
 GROUPS_PER_SEED = 4
@@ -85,7 +85,7 @@ PROVIDED_COLUMNS = ("hidden",)
 # Configuration, not logic: the settings an estimator runs with instead of its defaults alone,
 # as (label, parameters). GiGPO also keyed by the true state (the oracle of the aliasing claim);
 # BiPACE over a sweep of ε (0.05, its default, included).
-VARIANTS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+VARIANTS: dict[str, tuple[tuple[str, EstimatorParams], ...]] = {
     "gigpo": (("gigpo", {}), ("gigpo anchor=state", {"anchor": "state"})),
     "bipace": tuple(
         (f"bipace ε={epsilon:g}" + (" (default)" if epsilon == 0.05 else ""), {"epsilon": epsilon})
@@ -96,7 +96,7 @@ VARIANTS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
 
 def estimator_runs(
     columns: Sequence[str] = PROVIDED_COLUMNS,
-) -> list[tuple[str, str, dict[str, Any]]]:
+) -> list[tuple[str, str, EstimatorParams]]:
     """(label, estimator, parameters) of every run: each registered estimator (entry points
     included) whose needs are among the optional batch ``columns`` (this bench's by default;
     the Monte-Carlo bench passes what its agent handed over), at its defaults or at its
@@ -392,7 +392,7 @@ def score(estimate: np.ndarray, truth: np.ndarray) -> dict[str, float]:
     }
 
 
-def step_set_purity(batch: StepBatch, name: str, params: dict[str, Any]) -> float:
+def step_set_purity(batch: StepBatch, name: str, params: EstimatorParams) -> float:
     """Purity of the step-level sets the estimator declares (``step_sets``: anchor sets,
     clusters): the share of sets whose rows share one true state; NaN for an estimator
     without step-level sets."""
@@ -508,7 +508,35 @@ def plot(results: dict[str, dict[str, dict[str, list[float]]]], path: Path) -> N
     plt.close(figure)
 
 
-def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
+class SeedFigures(TypedDict):
+    """One metric of one estimator on one MDP: mean and std over seeds, and each seed's value
+    (``None``: NaN, a metric that does not apply)."""
+
+    mean: float | None
+    std: float | None
+    per_seed: list[float | None]
+
+
+class EstimatorRun(TypedDict):
+    """An estimator label's registry name and parameters."""
+
+    name: str
+    params: EstimatorParams
+
+
+class ExactFidelity(TypedDict):
+    """``fidelity.json`` of ``bench fidelity`` on the exact MDPs: the sizes, every estimator
+    run, and per MDP, per estimator label, per metric, its figures over seeds."""
+
+    seeds: int
+    groups_per_seed: int
+    group_size: int
+    gamma: float
+    estimators: dict[str, EstimatorRun]
+    results: dict[str, dict[str, dict[str, SeedFigures]]]
+
+
+def run(seeds: int, out: Path, console: Console) -> ExactFidelity:
     """Evaluate every estimator on both MDPs; print the table; write Markdown, JSON and PNG."""
     if seeds < 1:
         raise ValueError(f"fidelity: seeds must be >= 1, got {seeds}")
@@ -530,7 +558,7 @@ def run(seeds: int, out: Path, console: Console) -> dict[str, Any]:
         console.print(table)
 
     (out / "fidelity.md").write_text(markdown_table(results, seeds), encoding="utf-8")
-    payload = {
+    payload: ExactFidelity = {
         "seeds": seeds,
         "groups_per_seed": GROUPS_PER_SEED,
         "group_size": GROUP_SIZE,

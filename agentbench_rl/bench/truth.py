@@ -52,10 +52,10 @@ import math
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 import numpy as np
 import pandas as pd
@@ -75,7 +75,7 @@ from agentbench_rl.core.hashing import seed_from, tuple_hash
 from agentbench_rl.core.jsonfile import complete_lines, json_lines
 from agentbench_rl.core.text import portable_values
 from agentbench_rl.envs.base import TextAgentEnv
-from agentbench_rl.estimators import compute, resolve
+from agentbench_rl.estimators import EstimatorParams, compute, resolve
 from agentbench_rl.estimators.common import combine_codes
 from agentbench_rl.harness.provenance import Machine, agent_weights_fingerprint, machine
 from agentbench_rl.progress import duration, progress_display
@@ -87,11 +87,79 @@ from agentbench_rl.rollout.episode import (
     episode_seed,
     member_seed,
 )
+from agentbench_rl.spec.records import HiddenSource
 
 JOURNAL = "continuations.jsonl"
 BOOTSTRAP = 1000
 MIN_INTERVAL_TASKS = 5  # fewer tasks give a handful of distinct resamples, not an interval
-METRICS = ("pearson", "spearman", "sign_agreement", "relative_mse")
+Metric = Literal["pearson", "spearman", "sign_agreement", "relative_mse"]
+METRICS: tuple[Metric, ...] = ("pearson", "spearman", "sign_agreement", "relative_mse")
+
+
+class Interval(TypedDict):
+    """A figure and its 95% bootstrap interval over tasks (NaN: too few tasks)."""
+
+    value: float
+    ci95: tuple[float, float]
+
+
+class PartFigures(TypedDict):
+    """One estimator's :data:`METRICS` on one part of the rows (all, early, late, a category,
+    the rows of its pure or impure sets)."""
+
+    rows: int
+    tasks: int
+    pearson: Interval
+    spearman: Interval
+    sign_agreement: Interval
+    relative_mse: Interval
+
+
+class EstimatorFigures(TypedDict):
+    """One estimator run scored against the truth: its parameters, the purity of its
+    step-level sets (``None``: it has none) and its figures per part."""
+
+    estimator: str
+    params: EstimatorParams
+    purity: float | None
+    breakdowns: dict[str, PartFigures]
+
+
+class TruthFigures(TypedDict):
+    """The truth's size, spread and noise."""
+
+    rows: int
+    trajectories: int
+    success_rate: float
+    std_advantage: float
+    mean_standard_error: float
+    #: the share of the true advantages' variance that is Monte-Carlo noise: what K buys
+    noise_share: float
+
+
+class Cost(TypedDict):
+    """The continuations' cost over every invocation (``None``: a piece's time was not
+    journaled), and this invocation's whole."""
+
+    truth_seconds: float | None
+    truth_cpu_seconds: float | None
+    truth_env_steps: int
+    batch_env_steps: int
+    seconds: float
+    cpu_seconds: float
+
+
+class FidelityReport(TypedDict):
+    """What ``bench fidelity --env`` reports (``fidelity.json``, and ``rows`` in
+    ``fidelity.csv``): the settings, the truth, every estimator's figures, the per-row values,
+    where the continuations were played and what they cost."""
+
+    settings: dict[str, Any]
+    truth: TruthFigures
+    results: dict[str, EstimatorFigures]
+    rows: dict[str, list[str] | list[int] | list[float]]
+    machines: NotRequired[list[MachineShare]]
+    cost: NotRequired[Cost]
 
 
 def continuation_seed(seed: int, task_id: str, member: int, t: int, k: int) -> int:
@@ -656,7 +724,7 @@ def _read_journal(
     return pieces
 
 
-def _checksum(body: dict[str, Any]) -> str:
+def _checksum(body: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -725,7 +793,7 @@ def run(
     parallel: int = 64,
     export_set: Path | None = None,
     made: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> FidelityReport:
     """Play the batch, estimate the truth (resuming from ``out``), score every estimator;
     print the table and write ``fidelity.md``, ``fidelity.csv``, ``fidelity.json`` and
     ``fidelity.png`` to ``out``; with ``export_set``, the batch and its truth as a credit set
@@ -823,16 +891,14 @@ def monte_carlo_set(
     steps = StepBatch.from_records(batch.records)
     category = {trajectory.traj: trajectory.category for trajectory in batch.trajectories}
     layer = getattr(getattr(agent, "policy", None), "hidden_layer", None)
-    hidden = (
-        {
+    hidden: HiddenSource | None = None
+    if steps.hidden is not None:
+        hidden = {
             "source": f"the policy's layer -{layer} at the last prompt token, from the forward "
             "that answered",
             "dim": int(steps.hidden.shape[1]),
             "dtype": "float16",
         }
-        if steps.hidden is not None
-        else None
-    )
     return CreditSet(
         name=name,
         kind="monte-carlo",
@@ -848,7 +914,7 @@ def monte_carlo_set(
     )
 
 
-def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[str, np.ndarray]:
+def purity_masks(steps: StepBatch, name: str, params: EstimatorParams) -> dict[str, np.ndarray]:
     """For an estimator with step-level sets (anchor sets, clusters, HGPO's first level): the
     rows alone in their set, the rows of sets of two or more that hold one ``state_hash``, and
     the rows of sets that mix states (each part only when it has rows); nothing for an
@@ -882,14 +948,14 @@ def purity_masks(steps: StepBatch, name: str, params: dict[str, Any]) -> dict[st
     return {part: mask for part, mask in parts.items() if mask.any()}
 
 
-def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> dict[str, Any]:
+def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> FidelityReport:
     """Every estimator run scored against the truth, overall and per breakdown."""
     steps = StepBatch.from_records(batch.records)
     tasks = np.array([str(record["group"]) for record in batch.records])
     masks = breakdowns(batch)
     spread = float(np.var(truth.advantage))
     noise = float(np.mean(truth.standard_error**2))
-    results: dict[str, Any] = {}
+    results: dict[str, EstimatorFigures] = {}
     advantages: dict[str, np.ndarray] = {}
     columns = ("hidden",) if steps.hidden is not None else ()
     for label, name, params in estimator_runs(columns):
@@ -913,11 +979,11 @@ def score_batch(settings: TruthSettings, batch: PlayedBatch, truth: Truth) -> di
                 tasks[mask],
                 seed_from(settings.seed, label, part) % 2**32,
             )
-            results[label]["breakdowns"][part] = {
-                "rows": int(mask.sum()),
-                "tasks": len(set(tasks[mask].tolist())),
-                **{name: {"value": figures[name], "ci95": intervals[name]} for name in METRICS},
-            }
+            scored = {name: {"value": figures[name], "ci95": intervals[name]} for name in METRICS}
+            results[label]["breakdowns"][part] = cast(
+                PartFigures,  # its METRICS keys, each an Interval
+                {"rows": int(mask.sum()), "tasks": len(set(tasks[mask].tolist())), **scored},
+            )
     return {
         "settings": settings.record(),
         "truth": {
@@ -949,7 +1015,7 @@ def _ceiling(noise_share: float) -> float:
     return math.sqrt(max(0.0, 1.0 - noise_share)) if not math.isnan(noise_share) else math.nan
 
 
-def _figure(entry: dict[str, Any], digits: int = 2) -> str:
+def _figure(entry: Interval, digits: int = 2) -> str:
     value, (low, high) = entry["value"], entry["ci95"]
     if isinstance(value, float) and math.isnan(value):
         return "–"
@@ -977,7 +1043,7 @@ def _machine_label(record: Machine | None) -> str:
     return f"{record['cpu']}, {threads} torch thread{'s' if threads != 1 else ''}"
 
 
-def markdown(payload: dict[str, Any]) -> str:
+def markdown(payload: FidelityReport) -> str:
     """The tables of a run: one per breakdown, estimators as rows."""
     settings, truth = payload["settings"], payload["truth"]
     lines = [
@@ -1045,7 +1111,7 @@ def markdown(payload: dict[str, Any]) -> str:
 PLOTTED_PARTS = ("early (t < T/2)", "late", "succeeded", "failed")  # besides "all"
 
 
-def plot(payload: dict[str, Any], path: Path) -> None:
+def plot(payload: FidelityReport, path: Path) -> None:
     """Per estimator, Pearson and Spearman correlation with the truth: a bar for all rows with
     its interval over tasks, and a marker for each half of the trajectories and each outcome
     (categories are in the Markdown)."""
@@ -1058,17 +1124,16 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     positions = np.arange(len(labels))
     figure, axes = plt.subplots(1, 2, figsize=(14, 5), sharey=True)
     markers = dict(zip(PLOTTED_PARTS, ("v", "^", "o", "x"), strict=True))
-    for axis, name in zip(axes, ("pearson", "spearman"), strict=True):
+    correlations: tuple[Metric, Metric] = ("pearson", "spearman")
+    for axis, name in zip(axes, correlations, strict=True):
         overall = [payload["results"][label]["breakdowns"]["all"][name] for label in labels]
         values = np.array([entry["value"] for entry in overall], dtype=float)
         bounds = np.array([entry["ci95"] for entry in overall], dtype=float)
         spread = np.nan_to_num(np.abs(bounds.T - values), nan=0.0)
         axis.bar(positions, values, 0.6, yerr=spread, capsize=3, color="#9ab", label="all")
         for part, marker in markers.items():
-            points = [
-                payload["results"][label]["breakdowns"].get(part, {}).get(name, {}).get("value")
-                for label in labels
-            ]
+            parts = [payload["results"][label]["breakdowns"].get(part) for label in labels]
+            points = [None if figures is None else figures[name]["value"] for figures in parts]
             shown = [(x, y) for x, y in zip(positions, points, strict=True) if y is not None]
             if shown:
                 axis.scatter(*zip(*shown, strict=True), marker=marker, label=part, zorder=3)
@@ -1087,7 +1152,7 @@ def plot(payload: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
-def write_outputs(payload: dict[str, Any], out: Path, console: Console) -> None:
+def write_outputs(payload: FidelityReport, out: Path, console: Console) -> None:
     """Print the overall table; write the Markdown, the per-row CSV, the JSON and the plot (the
     settings without this machine's paths: a reader elsewhere could not use them)."""
     payload = {**payload, "settings": portable_values(payload["settings"])}

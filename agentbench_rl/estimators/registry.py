@@ -57,6 +57,11 @@ Estimator = Callable[..., EstimatorResult]
 StepSets = Callable[[StepBatch, Mapping[str, Any]], tuple[np.ndarray, int]]
 
 
+#: An estimator's parameters by name, as given (each value checked at run time by the rule its
+#: estimator declares for it, :class:`ParamRule`: a plug-in may declare kinds of its own).
+EstimatorParams = Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class ParamRule:
     """What a parameter accepts: ``check(value)`` is true for an accepted value, ``accepts``
@@ -253,7 +258,7 @@ class RegisteredEstimator:
         """The accepted parameters with their defaults, for error messages."""
         return ", ".join(f"{key}={value!r}" for key, value in self.defaults.items()) or "none"
 
-    def check_params(self, params: Mapping[str, Any]) -> None:
+    def check_params(self, params: EstimatorParams) -> None:
         """Raise ``ValueError`` for an unknown parameter name or a value out of range."""
         unknown = sorted(set(params) - set(self.params))
         if unknown:
@@ -270,7 +275,7 @@ class RegisteredEstimator:
                 )
 
     def step_set_codes(
-        self, batch: StepBatch, params: Mapping[str, Any]
+        self, batch: StepBatch, params: EstimatorParams
     ) -> tuple[np.ndarray, int] | None:
         """The step-level sets the estimator forms on ``batch`` with ``params`` (its defaults
         for the rest): a set code per row and the number of sets; None when it has none.
@@ -497,7 +502,7 @@ def resolve(name: str) -> RegisteredEstimator:
     return declared
 
 
-def check_params(name: str, params: Mapping[str, Any]) -> RegisteredEstimator:
+def check_params(name: str, params: EstimatorParams) -> RegisteredEstimator:
     """Check an estimator name and its parameters before any work; return its declaration.
 
     Example:
@@ -530,7 +535,7 @@ omega=1.0, norm='mean_std', episode_stats='rows', anchor='obs', invalid_penalty=
     """
 
     name: str
-    params: Mapping[str, Any] = field(default_factory=dict)
+    params: EstimatorParams = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_params(self.name, self.params)

@@ -23,6 +23,7 @@ import asyncio
 import hmac
 import json
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # the servers' extra: this module is imported where it may be missing
@@ -251,7 +252,7 @@ def _replay(body: bytes) -> Receive:
     return receive
 
 
-async def send_json(send: Send, status: int, content: dict[str, Any]) -> None:
+async def send_json(send: Send, status: int, content: Mapping[str, object]) -> None:
     """One JSON answer."""
     body = json.dumps(content).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

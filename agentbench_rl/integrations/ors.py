@@ -37,7 +37,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 # The SDK logs every request at info level, and each failed setup as three errors with their
 # tracebacks (read when it is imported): a server of ours logs one line per refused session
@@ -356,15 +356,22 @@ def create_ors_app(
     return Guard(server.app, max_message_bytes, body_timeout, token, gate)
 
 
-def _uvicorn_server(
-    spec: EnvSpec, host: str, port: int, log_level: str, limits: dict[str, Any]
-) -> Any:
+def _uvicorn_server(spec: EnvSpec, host: str, port: int, log_level: str, limits: OrsLimits) -> Any:
     timeout = limits.get("body_timeout", DEFAULT_BODY_TIMEOUT_S)
     return uvicorn_server(create_ors_app(spec, **limits), host, port, log_level, timeout)
 
 
+class OrsLimits(TypedDict, total=False):
+    """The limits :func:`create_ors_app` takes (each left out: its default)."""
+
+    max_sessions: int
+    max_message_bytes: int
+    body_timeout: float
+    token: str | None
+
+
 @contextlib.contextmanager
-def running_ors_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
+def running_ors_server(spec: EnvSpec, **limits: Unpack[OrsLimits]) -> Iterator[str]:
     """An ORS server of ``spec``'s env on a free port of 127.0.0.1, in a thread, for as long as
     the ``with`` block runs; yields its URL (``ors+http://127.0.0.1:PORT``, what ``eval
     --env-server`` takes)."""
@@ -381,7 +388,7 @@ def serve_ors(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     ready: Callable[[str], None] | None = None,
-    **limits: Any,
+    **limits: Unpack[OrsLimits],
 ) -> None:
     """Serve ``spec``'s env over ORS until interrupted (the app built and the address bound
     before ``ready(url)`` is called)."""

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from agentbench_rl.core.batch import StepBatch
-from agentbench_rl.estimators import EstimatorSpec, resolve
+from agentbench_rl.estimators import EstimatorParams, EstimatorSpec, resolve
 
 SUCCESS_NODE = "success"  # GraphGPO's rollout loop's node after a successful last step
 
@@ -103,7 +103,7 @@ def token_advantages(advantages: Any, response_mask: Any) -> Any:
     return torch.as_tensor(np.asarray(advantages), dtype=dtype).unsqueeze(-1) * mask
 
 
-def estimator_gamma(name: str, params: dict[str, Any]) -> float:
+def estimator_gamma(name: str, params: EstimatorParams) -> float:
     """The discount the rows' step returns are read with: the estimator's ``gamma``, given or
     its default (0.95 for one that does not discount)."""
     return float(params.get("gamma", resolve(name).defaults.get("gamma", 0.95)))
@@ -111,7 +111,7 @@ def estimator_gamma(name: str, params: dict[str, Any]) -> float:
 
 def row_advantages(
     name: str,
-    params: dict[str, Any],
+    params: EstimatorParams,
     token_level_rewards: Any,
     step_rewards: Any,
     anchor_obs: Any,

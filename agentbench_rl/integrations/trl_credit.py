@@ -42,6 +42,7 @@ import torch
 from trl import GRPOTrainer
 
 from agentbench_rl.core.batch import StepBatch, StepRecord
+from agentbench_rl.estimators import EstimatorParams
 from agentbench_rl.integrations.trl import AgentEnvironment
 from agentbench_rl.train.config import TrainConfig
 
@@ -120,7 +121,7 @@ class StepCreditGRPOTrainer(GRPOTrainer):
         self,
         *args: Any,
         estimator: str = "gigpo",
-        estimator_params: dict[str, Any] | None = None,
+        estimator_params: EstimatorParams | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)

@@ -120,6 +120,15 @@ MetricsRow = TypedDict(
 )
 
 
+class HiddenSource(TypedDict, total=False):
+    """Where a credit set's hidden states come from (BiPACE's input): the layer or generator
+    in words, their width and the dtype stored."""
+
+    source: str
+    dim: int
+    dtype: str
+
+
 class CreditSetMeta(TypedDict):
     """A credit set's ``set.json`` (:mod:`agentbench_rl.bench.credit.sets` documents each
     field): what the set is, how it was made and the checksum of its arrays."""
@@ -134,7 +143,7 @@ class CreditSetMeta(TypedDict):
     noise_share: float
     columns: list[str]
     settings: dict[str, Any]  # env, split, tasks, group size, POLICY_KEY, seed, K, gamma, ...
-    hidden: dict[str, Any] | None
+    hidden: HiddenSource | None
     made: dict[str, Any]
     sha256: str
 

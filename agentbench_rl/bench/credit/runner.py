@@ -54,7 +54,13 @@ from agentbench_rl.bench.credit.sets import CreditSet, batch_arrays, batch_of
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.plugins import import_attribute
 from agentbench_rl.core.text import printable
-from agentbench_rl.estimators import NAMES, EstimatorResult, EstimatorSpec, available
+from agentbench_rl.estimators import (
+    NAMES,
+    EstimatorParams,
+    EstimatorResult,
+    EstimatorSpec,
+    available,
+)
 from agentbench_rl.spec.assignments import parse_named
 
 #: Seconds one estimator may take on one set in a child.
@@ -78,7 +84,7 @@ class Candidate:
 
     label: str
     name: str | None = None  # a registry estimator
-    params: dict[str, Any] = field(default_factory=dict)
+    params: EstimatorParams = field(default_factory=dict)
     function: str | None = None  # "python:module:function"
 
     @classmethod

@@ -44,7 +44,7 @@ from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
 from agentbench_rl.core.jsonfile import read_json
 from agentbench_rl.core.text import portable_values
-from agentbench_rl.spec.records import POLICY_KEY, CreditSetMeta, set_settings
+from agentbench_rl.spec.records import POLICY_KEY, CreditSetMeta, HiddenSource, set_settings
 
 SCHEMA = 1
 META_FILE = "set.json"
@@ -91,7 +91,7 @@ class CreditSet:
     value: np.ndarray
     value_standard_error: np.ndarray
     settings: dict[str, Any]
-    hidden: dict[str, Any] | None = None
+    hidden: HiddenSource | None = None
     made: dict[str, Any] = field(default_factory=dict)
     #: Whether its arrays are a standard set's pinned ones (:mod:`.pins`); a set of one's own is
     #: read unpinned.

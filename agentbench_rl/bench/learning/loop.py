@@ -41,7 +41,7 @@ from agentbench_rl.bench.learning.mdp import (
 from agentbench_rl.bench.learning.ppo import PPOSettings, Rows, TabularAdam, ppo_update
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
-from agentbench_rl.estimators import compute, runnable
+from agentbench_rl.estimators import EstimatorParams, compute, runnable
 from agentbench_rl.spec.assignments import parse_named
 from agentbench_rl.train.config import TrainConfig
 
@@ -59,7 +59,7 @@ class Learner:
 
     label: str
     name: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: EstimatorParams = field(default_factory=dict)
 
     @classmethod
     def parse(cls, text: str) -> Learner:
@@ -101,7 +101,7 @@ def default_estimators() -> tuple[str, ...]:
     )
 
 
-def check_oracle_params(params: dict[str, Any]) -> None:
+def check_oracle_params(params: EstimatorParams) -> None:
     """The oracle takes ``gamma`` in [0, 1] and nothing else; ``ValueError`` naming the problem.
 
     Example:

@@ -30,7 +30,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict, Unpack
 
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
@@ -318,8 +318,19 @@ def create_server_app(
     return Guard(app, max_message_bytes, body_timeout, token, detached)
 
 
+class ServerLimits(TypedDict, total=False):
+    """The limits :func:`create_server_app` takes (each left out: its default)."""
+
+    max_sessions: int
+    idle_timeout: float
+    max_message_bytes: int
+    max_detached_sessions: int
+    body_timeout: float
+    token: str | None
+
+
 @contextlib.contextmanager
-def running_server(spec: EnvSpec, **limits: Any) -> Iterator[str]:
+def running_server(spec: EnvSpec, **limits: Unpack[ServerLimits]) -> Iterator[str]:
     """A server of ``spec``'s env on a free port of 127.0.0.1, in a thread of this process, for
     as long as the ``with`` block runs; yields its URL (the tests' and ``bench envs``' server).
 
@@ -342,7 +353,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = DEFAULT_PORT,
     ready: Callable[[str], None] | None = None,
-    **limits: Any,
+    **limits: Unpack[ServerLimits],
 ) -> None:
     """Serve ``spec``'s env until interrupted (uvicorn, one process). The app is built and the
     address bound first, so a bad env, option, host or a taken port is a ``ValueError`` before
@@ -353,7 +364,7 @@ def serve(
 
 
 def _uvicorn_server(
-    spec: EnvSpec, host: str, port: int, log_level: str, limits: dict[str, Any]
+    spec: EnvSpec, host: str, port: int, log_level: str, limits: ServerLimits
 ) -> Any:
     """uvicorn serving :func:`create_server_app` with ``limits``; its WebSocket frames are
     bounded by the same message size as the app's."""
