@@ -188,7 +188,10 @@ def test_a_missing_extra_is_named_before_any_work(
 
 def test_tests_skipped_for_lack_of_data_say_so_at_the_end() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "tests/test_data_install.py", "-q", "-k", "webshop_bad"],
+        [
+            *(sys.executable, "-m", "pytest", "tests/envs/test_data_install.py"),
+            *("-q", "-k", "webshop_bad"),
+        ],
         cwd=REPO_ROOT,
         env={**ENV, "AGENTBENCH_SHARED_DATA": "/nonexistent/data", "CI": ""},
         capture_output=True,

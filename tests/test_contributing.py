@@ -15,7 +15,7 @@ from agentbench_rl.envs import ENVS
 from agentbench_rl.estimators import REGISTRY
 
 TESTS = Path(__file__).resolve().parent
-SHARED_SUITES = ("test_env_contract.py", "test_estimators_properties.py")
+SHARED_SUITES = ("envs/test_env_contract.py", "estimators/test_estimators_properties.py")
 
 
 def test_toys_registered_in_the_suite_are_covered_by_the_shared_suites() -> None:

@@ -51,25 +51,28 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     # Lint, types and CI's own scripts: what CI runs (CONTRIBUTING's commands).
     (r"^ruff |^mypy |^bash \.ci/|^mkdocs ", "setup"),
     # The recorded baselines and the campaign train for hours; their results are committed and
-    # tests/test_train_sweep.py and tests/test_leaderboard_trained.py cover the commands.
+    # tests/train/test_train_sweep.py and tests/leaderboard/test_leaderboard_trained.py cover
+    # the commands.
     (r"baselines/sokoban-tiny-cpu(-campaign)?\.yaml|setsid nohup", "campaign"),
     (r"^agentbench-rl sweep baselines/drrn-\w+-campaign\.yaml", "campaign"),
     # ALFWorld's own downloader and our default download fetch from GitHub: the download path is
-    # tested against a local server in tests/test_data_install.py (--url on 127.0.0.1).
+    # tested against a local server in tests/envs/test_data_install.py (--url on 127.0.0.1).
     (r"^alfworld-download$", "network"),
     (r"^agentbench-rl data install alfworld$", "network"),
     # verl runs on GPUs in an environment of its own (.ci/run's verl job and the
     # tests of agentbench_rl/integrations/verl cover it).
     (r"^ray start|verl", "verl"),
-    # A 1.5B model needs a GPU; the trainer is tested on the tiny model (tests/test_train_*).
+    # A 1.5B model needs a GPU; the trainer is tested on the tiny model (tests/train/).
     (r"--config baselines/alfworld-qwen2\.5-1\.5b\.yaml", "gpu"),
-    # vLLM needs a GPU; batched hf: agents are tested on a tiny model (tests/test_agents_hf.py).
+    # vLLM needs a GPU; batched hf: agents are tested on a tiny model
+    # (tests/agents/test_agents_hf.py).
     (r"engine=vllm", "gpu"),
     # A model behind a real server; the agent is tested on a local one (test_agents_openai_http).
     (r"--agent \"openai:", "served"),
     (r"^agentbench-rl leaderboard serve", "slow-serve"),
-    # A served env runs until stopped; tests/test_openenv.py serves and plays it (.ci/openenv),
-    # as tests/test_trl.py runs the TRL baseline's parts (tests/test_trl_summary.py its summary).
+    # A served env runs until stopped; tests/integrations/test_openenv.py serves and plays it
+    # (.ci/openenv), as tests/integrations/test_trl.py runs the TRL baseline's parts
+    # (tests/integrations/test_trl_summary.py its summary).
     (r"^agentbench-rl serve-env|--env-server|--server|trl_sokoban_", "openenv"),
     # Three seeds on a whole split, and the leaderboard steps that file such a run: the default
     # suite runs the cheaper lines; tests/test_cli_newcomer.py covers `leaderboard init` there.

@@ -20,13 +20,16 @@ OPTIONAL = (
     "textworld",
     "alfworld",
     "spacy",
-    "verl",  # the verl integration's examples run in the verl environment (tests/test_verl.py)
+    # the verl integration's examples run in the verl environment (tests/integrations/test_verl.py)
+    "verl",
     "transfer_queue",
-    "openenv",  # the served envs' examples run in the openenv environment (tests/test_openenv.py)
-    "ors",  # the Open Reward Standard's server, likewise (tests/test_ors.py)
-    "trl",  # TRL's trainer with our credit, likewise (tests/test_trl.py)
-    "trinity",  # Trinity-RFT's registry, in .ci/trainers' environment (tests/test_trinity.py)
-    "skyrl_train",  # SkyRL's registry, likewise (tests/test_skyrl.py)
+    # the served envs' examples run in the openenv environment (tests/integrations/test_openenv.py)
+    "openenv",
+    "ors",  # the Open Reward Standard's server, likewise (tests/integrations/test_ors.py)
+    "trl",  # TRL's trainer with our credit, likewise (tests/integrations/test_trl.py)
+    # Trinity-RFT's registry, in .ci/trainers' environment (tests/integrations/test_trinity.py)
+    "trinity",
+    "skyrl_train",  # SkyRL's registry, likewise (tests/integrations/test_skyrl.py)
 )
 
 MODULES = sorted(

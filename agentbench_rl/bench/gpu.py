@@ -11,7 +11,8 @@ CI), so it cannot rot between lent machines.
 The sections, each in a process of its own under its own time limit (one that fails or hangs
 costs only itself; the others still report), in this order:
 
-- ``tests``: the ``gpu``-marked tests that need neither vLLM nor verl (``tests/test_gpu.py``);
+- ``tests``: the ``gpu``-marked tests that need neither vLLM nor verl
+  (``tests/models/test_gpu.py``);
 - ``train``: one iteration of the home trainer (``train_iteration``, transformers engine, bf16,
   generate mode) at Qwen2.5-0.5B and -1.5B on Sokoban and on ALFWorld: rollout tokens per
   second, the update's seconds, peak GPU memory, and the first minibatch's PPO ratio (it is 1

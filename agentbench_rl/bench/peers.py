@@ -11,7 +11,8 @@ and ours can agree to 1e-8. Their ``from verl
 import DataProto`` (a type annotation only) and GraphGPO's plotting imports are given stand-in
 modules, GraphGPO's ``from gigpo.core_gigpo import ...`` the same float64 compile of the
 checkout's file, and their per-batch ``print`` is silenced. Used by
-``tests/test_peer_estimators.py`` (parity) and ``bench estimators`` (their speed beside ours).
+``tests/estimators/test_peer_estimators.py`` (parity) and ``bench estimators`` (their speed
+beside ours).
 
 The adapters hand a ``StepBatch`` over the way verl-agent's trainer does: rows in step-major order
 (every trajectory's step t before any step t + 1, as its rollout loop stacks them) for GiGPO and

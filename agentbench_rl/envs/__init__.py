@@ -51,7 +51,7 @@ def register_env(name: str, gym_id: str, entry_point: str) -> EnvEntry:
     """Add an environment: its short name, Gymnasium id and ``module:Class`` entry point.
 
     The built-ins are listed in :data:`ENVS`; anything registered here is the same to the CLI,
-    the harness, the trainer and the shared test suites (``tests/test_env_contract.py``).
+    the harness, the trainer and the shared test suites (``tests/envs/test_env_contract.py``).
 
     Example:
         >>> entry = register_env("sokoban_copy", "agentbench/SokobanCopy-v0",

@@ -10,7 +10,7 @@ What crosses the wire is written once, here, and read by both halves (:func:`enc
 :func:`decode_step`): the observation (its text; a frame as raw ``uint8`` bytes, base64, with
 its shape), the reward, ``terminated``/``truncated`` and the whole ``info`` dict. JSON keeps
 every one of them exactly (strings, booleans, ints, and floats by their shortest repr), so a
-served episode is the local episode, byte for byte (``tests/test_openenv.py``).
+served episode is the local episode, byte for byte (``tests/integrations/test_openenv.py``).
 
 Class-level questions (the splits, a split's task ids and categories, checksums) are answered
 by the local env class of the same name, as the harness asks them before anything is played;

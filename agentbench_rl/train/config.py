@@ -63,8 +63,8 @@ CONFIG_VERSION = 1
 #: The sections of a run's declaration, in the order the class declares its fields:
 #: ``train --show-config`` prints the config so, each under its heading. A file keeps flat keys
 #: (``config_version`` 1: what every run folder, sweep file and override already spells), so a
-#: section is a heading, not a level of nesting; ``tests/test_train_config.py`` holds this table
-#: and the class together.
+#: section is a heading, not a level of nesting; ``tests/train/test_train_config.py`` holds this
+#: table and the class together.
 SECTIONS: dict[str, tuple[str, ...]] = {
     "the run": (
         *("config_version", "env", "env_kwargs", "estimator", "estimator_params", "model"),

@@ -8,7 +8,7 @@ writes ``documents.jsonl``, ``run_indexing.sh`` runs ``pyserini.index.lucene``) 
 with ``LuceneSearcher.search(query, k=50)`` (Lucene 8 BM25, k1 = 0.9, b = 0.4). This script does
 the same on the standard 1k catalogue and searches the 6,910 goal instructions as the env's
 ``search[<instruction>]`` sends them. It writes a gzip'd JSON fixture that
-``tests/test_webshop_search.py`` compares our search against (not run in CI: it needs Java and
+``tests/envs/test_webshop_search.py`` compares our search against (not run in CI: it needs Java and
 pyserini 0.17.0, which pins old libraries, so it runs in its own virtual environment):
 
     apt-get install -y openjdk-17-jre-headless

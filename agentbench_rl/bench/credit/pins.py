@@ -3,8 +3,8 @@
 A set's ``set.json`` records its arrays' sha256, which catches a damaged or swapped file but not
 a changed one sealed again (arrays edited, the sha256 in ``set.json`` rewritten): a standard set
 whose arrays are not its pin is refused. A new standard set is pinned here in the commit that
-ships it; ``tests/test_credit.py`` checks every shipped set against its pin. A set of one's own
-is read unpinned, and ``bench credit``'s card says so.
+ships it; ``tests/bench/test_credit.py`` checks every shipped set against its pin. A set of
+one's own is read unpinned, and ``bench credit``'s card says so.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Documents are the original's (``search_engine/convert_product_file_format.py``): title,
 description, first bullet point and the options text, lower-cased. The original indexes them with
 pyserini 0.17.0 (Anserini 0.14.3, Lucene 8.11) and searches with ``LuceneSearcher.search(query,
-k=50)``. We reproduce that ranking exactly (``tests/test_webshop_search.py`` compares the top 50
-of all 6,910 goal instructions with a fixture recorded from the real pyserini by
+k=50)``. We reproduce that ranking exactly (``tests/envs/test_webshop_search.py`` compares the
+top 50 of all 6,910 goal instructions with a fixture recorded from the real pyserini by
 ``envs/webshop/pyserini_rankings.py``):
 
 - analysis as Anserini's default English analyzer: Lucene's ``StandardTokenizer`` (Unicode word
