@@ -312,7 +312,11 @@ def board_markdown(report: Report, filed: dict[str, tuple[Path, EstimatorCard]])
         "the interval does not tell from the row above shares its rank (=). `grpo` "
         "normalises over its group's rows (the GiGPO code's choice), "
         "`grpo:episode_stats=trajectories` over its trajectories (textbook GRPO); the "
-        "perfect baseline is noise-fair (`bench credit`'s card says how).",
+        "perfect baseline is noise-fair (`bench credit`'s card says how). A higher rank here "
+        "is truer credit, not shown to be faster learning: across the estimators, fidelity on "
+        "the real envs' DRRN sets against the paired learning gains of their campaigns is "
+        "measured by `bench credit --campaigns` (the reading, with its interval: "
+        "docs/benchmarks.md, 'Learning on the real envs').",
         "",
         "| rank | estimator | source | " + " | ".join(groups) + " | real envs | above | dose |",
         "|---" * (len(groups) + 6) + "|",
