@@ -26,6 +26,7 @@ OPTIONAL = (
     # the served envs' examples run in the openenv environment (tests/integrations/test_openenv.py)
     "openenv",
     "ors",  # the Open Reward Standard's server, likewise (tests/integrations/test_ors.py)
+    "aiohttp",  # the ORS client's transport (ors-sdk brings it), likewise
     "trl",  # TRL's trainer with our credit, likewise (tests/integrations/test_trl.py)
     # Trinity-RFT's registry, in .ci/trainers' environment (tests/integrations/test_trinity.py)
     "trinity",

@@ -410,6 +410,9 @@ def step_all(envs: Sequence[TextAgentEnv[Any]], actions: Sequence[str]) -> list[
 ORS_SCHEME = "ors+"
 #: The longest one call to an ORS server may take, a session's creation included.
 ORS_DEADLINE_S = 60.0
+#: The most bytes one answer of an ORS server may hold, its event stream whole (an observation
+#: with a frame is tens of KB): past it the answer is refused as it streams, not kept.
+ORS_MAX_ANSWER_BYTES = 32 * 2**20
 MISSING_ORS = f"a server of the Open Reward Standard needs ors-sdk: {install_hint('openenv')}"
 
 
@@ -429,7 +432,7 @@ class ORSRemoteEnv(RemoteEnv):
     ) -> None:
         TextAgentEnv.__init__(self, split=split, max_steps=max_steps)
         try:
-            from ors.client import AsyncORS
+            import ors.client  # noqa: F401  # the SDK, checked before anything is asked of it
         except ImportError as missing:
             raise ImportError(MISSING_ORS) from missing
         self.server = server
@@ -438,18 +441,25 @@ class ORSRemoteEnv(RemoteEnv):
             "max_steps": self.max_steps,
             "options": json.loads(json.dumps(options or {}, default=str)),
         }
-        token = os.environ.get(TOKEN_VARIABLE)
-        # the client is kept: it closes its HTTP sessions when it is collected
-        self._ors, self._handle = self._call(
-            _ors_environment(AsyncORS, self._base, token, self.env_name)
-        )
+        self._token = os.environ.get(TOKEN_VARIABLE)
+        self._http: Any = None  # our aiohttp session (bounded answers), made on the shared loop
         self._session: Any = None
         self._last, self._text, self._choices = {}, "", []
-        splits = self._call(self._handle.list_splits())
+        splits = self._call(self._environment().list_splits())
         if split not in splits:
             raise ValueError(
                 f"server {server} serves {self.env_name} split(s) {splits}, not {split!r}"
             )
+
+    def _environment(self) -> Any:
+        """The SDK's handle of the served env, over an HTTP session of ours: each answer bounded
+        by :data:`ORS_MAX_ANSWER_BYTES`, and closed by :meth:`close` (the SDK's own sessions
+        are closed only when collected)."""
+        from ors.client.environment import AsyncEnvironment
+
+        if self._http is None:
+            self._http = _EventLoop.run(_bounded_http(self._base))
+        return AsyncEnvironment(name=self.env_name, client=self._http, api_key=self._token)
 
     def _call(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """A client call on the shared loop within :data:`ORS_DEADLINE_S` (an endless, cut or
@@ -472,16 +482,16 @@ class ORSRemoteEnv(RemoteEnv):
             raise ValueError(
                 f"{self.env_name}: an ORS session plays a named task (options task_id)"
             )
-        self.close()
+        self._end_episode()
         spec: dict[str, Any] = {"task_id": task_id, "split": self.split}
         if seed is not None:
             spec["seed"] = seed
-        self._session, blocks = self._call(_ors_open(self._handle, spec))
+        self._session, blocks = self._call(_ors_open(self._environment(), spec))
         fields = dict(blocks[0].detail)
         served = fields.pop("served", {})
         for key, value in self._wanted.items():
             if served.get(key) != value:
-                self.close()
+                self._end_episode()
                 raise ValueError(
                     f"server {self.server} serves {key} {served.get(key)!r}, not {value!r}"
                 )
@@ -508,11 +518,20 @@ class ORSRemoteEnv(RemoteEnv):
         output = self._call(self._session.call_tool("expert", {}))
         return str(_answered(output.metadata)["expert_action"])
 
-    def close(self) -> None:
+    def _end_episode(self) -> None:
+        """Close the episode's ORS session, if one is open."""
         if self._session is not None:
             session, self._session = self._session, None
             with contextlib.suppress(Exception):  # a server gone already: nothing to close
                 _EventLoop.run(asyncio.wait_for(session.__aexit__(None, None, None), 10.0))
+
+    def close(self) -> None:
+        """End the episode and close the HTTP session (a later reset opens another)."""
+        self._end_episode()
+        if self._http is not None:
+            http, self._http = self._http, None
+            with contextlib.suppress(Exception):
+                _EventLoop.run(asyncio.wait_for(http.close(), 10.0))
 
 
 def _ors_failure(error: BaseException, server: str, deadline: float) -> Exception:
@@ -535,6 +554,8 @@ def _ors_failure(error: BaseException, server: str, deadline: float) -> Exceptio
         )
     if isinstance(error, asyncio.TimeoutError | TimeoutError):
         return ServerGone(f"the env server {server} gave no complete answer within {deadline:g} s")
+    if type(error).__name__ == "AnswerTooLarge":  # envs.bounded_http's, which imports aiohttp
+        return ServerGone(f"the env server {server} answered more than the client reads ({error})")
     first = printable(message.strip().split("\n")[0])[:200] or type(error).__name__
     if isinstance(error, OSError) or type(error).__name__ in _CONNECTION_FAILURES:
         return ServerGone(f"the env server {server} stopped answering ({first})")
@@ -566,12 +587,11 @@ def _answered(metadata: dict[str, Any]) -> dict[str, Any]:
     return dict(metadata)
 
 
-async def _ors_environment(
-    client_class: Any, base: str, token: str | None, name: str
-) -> tuple[Any, Any]:
-    """The SDK's client and its environment handle (made on the loop that uses them)."""
-    client = client_class(base_url=base, api_key=token)
-    return client, client.environment(name)
+async def _bounded_http(base: str) -> Any:
+    """An aiohttp session on ``base`` with bounded answers (made on the loop that uses it)."""
+    from agentbench_rl.envs.bounded_http import bounded_session
+
+    return bounded_session(base, ORS_MAX_ANSWER_BYTES)
 
 
 async def _ors_open(handle: Any, spec: dict[str, Any]) -> tuple[Any, list[Any]]:

@@ -190,6 +190,14 @@ def dying(connection: socket.socket) -> None:
     connection.close()
 
 
+def flooding(connection: socket.socket) -> None:
+    """One event that never ends: short data lines (each within aiohttp's bound on a line)."""
+    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+    connection.sendall(b"event: chunk\n")
+    for _ in range(20_000):
+        connection.sendall(b"data: " + b"x" * 1000 + b"\n")
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("answer", "problem"),
@@ -197,17 +205,20 @@ def dying(connection: socket.socket) -> None:
         (garbage, "answered what is not the Open Reward Standard"),
         (endless, "gave no complete answer within 2 s"),
         (dying, "within 2 s|stopped answering"),
+        (flooding, "answered more than the client reads .*passed 100,000 bytes"),
     ],
-    ids=["garbage", "endless", "dying"],
+    ids=["garbage", "endless", "dying", "flooding"],
 )
 def test_a_bad_ors_server_is_one_line_naming_it_within_the_deadline(
     answer: Callable[[socket.socket], None], problem: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 63 point 5: garbage events, an endless or cut stream and a dying server were 80-106
-    line tracebacks or hangs past 200 s; each is one line naming the server, by the deadline."""
+    line tracebacks or hangs past 200 s; each is one line naming the server, by the deadline. An
+    event that never ends is cut at the client's bound on an answer, not kept in memory."""
     from agentbench_rl.envs import env_class, remote
 
     monkeypatch.setattr(remote, "ORS_DEADLINE_S", 2.0)
+    monkeypatch.setattr(remote, "ORS_MAX_ANSWER_BYTES", 100_000)  # flooding: 20 MB within 2 s
     with raw_server(answer) as url:
         began = time.monotonic()
         with pytest.raises(remote.ServerGone, match=problem) as failed:
