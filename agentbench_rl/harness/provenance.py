@@ -13,7 +13,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from agentbench_rl.core.hashing import weights_fingerprint
 
@@ -134,14 +134,8 @@ def machine(threads: int | None = None, gpu: str | None = None) -> Machine:
         >>> sorted(machine(1)), machine(1, "NVIDIA H200")["gpu"]
         (['cpu', 'numpy', 'threads', 'torch', 'transformers'], 'NVIDIA H200')
     """
-    versions = library_versions()
-    record: Machine = {
-        "cpu": cpu_model(),
-        "threads": threads,
-        "numpy": versions["numpy"],
-        "torch": versions["torch"],
-        "transformers": versions["transformers"],
-    }
+    # LIBRARIES is the one list of the libraries recorded (Machine names each for its readers)
+    record = cast(Machine, {"cpu": cpu_model(), "threads": threads, **library_versions()})
     if gpu:
         record["gpu"] = gpu
     return record
