@@ -35,13 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from agentbench_rl.extras import require
+from agentbench_rl.harness.provenance import machine
 from agentbench_rl.spec.run_folder import RunFolder
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental
 # One thread, as the runs were recorded and as bit-for-bit reruns need (docs/training.md). torch
-# otherwise takes every core, and beside other jobs its threads contend: the likely cause of a
-# warm start at 7-26 s a step where the recorded run took 0.48 s (not re-measured). Set before
-# torch is imported.
+# otherwise takes every core, and beside other jobs its threads contend: a warm start at 7-26 s
+# a step where the recorded run took 0.48 s; with one thread, beside two other training runs on
+# two cores, 1.14 s (2026-12-07). Set before torch is imported.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 #: Everything that sets this run's numbers (recorded in OUT/config.json).
@@ -224,8 +225,10 @@ def train(out: Path, server: str | None, settings: dict[str, Any], estimator: st
     trainer.state.save_to_json(str(out / "trainer_state.json"))
     versions = {"trl": trl.__version__, "transformers": transformers.__version__,
                 "torch": torch.__version__, "torch_threads": torch.get_num_threads()}  # fmt: skip
+    # the processor too: a rerun with the same versions and threads differed at rounding level
+    # on 2026-12-07 from a record that did not name its CPU (docs/training.md, "TRL")
     record = {"settings": settings, "estimator": estimator, "server": server is not None,
-              "versions": versions}  # fmt: skip
+              "versions": versions, "machine": machine(torch.get_num_threads())}  # fmt: skip
     (out / "config.json").write_text(json.dumps(record, indent=1) + "\n")
     shutil.rmtree(out / "trainer", ignore_errors=True)
     evaluate_model(model, tokenizer, out / "eval", settings)
