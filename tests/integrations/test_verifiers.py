@@ -1,7 +1,8 @@
 """verifiers (0.4.0) plays our served envs with its own OpenEnv env loop (issue 60, point 2):
-the taskset :func:`openenv_config` builds over a split, run by verifiers' ``OpenEnvEnv.run``
+the taskset :func:`openenv_config` builds over a whole split, run by verifiers' ``OpenEnvEnv.run``
 against ``serve-env``'s server with a scripted player (the first admissible command), gives the
-harness's episodes with the same policy: the same steps and the same returns, task by task.
+harness's episodes with the same policy: the same steps and the same returns, task by task, on
+Sokoban's and TextCraft's test splits and ALFWorld's valid_seen (its games from ../shared/data).
 Runs where verifiers and the openenv extra are installed (.ci/openenv)."""
 
 from __future__ import annotations
@@ -103,13 +104,11 @@ def base_url_shim(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-@pytest.mark.parametrize("name", ["sokoban", "textcraft"])
-@pytest.mark.usefixtures("base_url_shim")
-def test_verifiers_plays_the_harness_episodes(name: str) -> None:
-    spec = EnvSpec(name=name, split="test")
-    tasks = spec.tasks()[:4]
-    spec = spec.model_copy(update={"panel": tuple(tasks)})  # four tasks, as a panel
-    with running_server(EnvSpec(name=name, split="test"), max_sessions=4) as url:
+def play_split(spec: EnvSpec) -> None:
+    """Play every task of ``spec``'s split through verifiers' loop and through the harness with
+    the same scripted policy; require the same steps and returns, task by task."""
+    tasks = spec.tasks()
+    with running_server(spec, max_sessions=4) as url:
         taskset = OpenEnvTaskset(openenv_config(spec, url))
         agents = Agents()
         env = object.__new__(OpenEnvEnv)  # its run needs no config: the taskset's task holds all
@@ -119,8 +118,21 @@ def test_verifiers_plays_the_harness_episodes(name: str) -> None:
     with tempfile.TemporaryDirectory() as folder:
         evaluate(config, Path(folder) / "run")
         episodes = pd.read_csv(Path(folder) / "run" / "episodes.csv").set_index("task_id")
-    assert len(agents.player.played) == len(tasks)
+    assert len(agents.player.played) == len(tasks) == len(episodes)
     for task, seat in zip(tasks, agents.player.played, strict=True):
         assert seat.trace.stopped is None
         assert seat.turns == episodes.loc[task, "steps"], task
         assert seat.trace.rewards["openenv_reward"] == pytest.approx(episodes.loc[task, "return"])
+
+
+@pytest.mark.parametrize("name", ["sokoban", "textcraft"])
+@pytest.mark.usefixtures("base_url_shim")
+def test_verifiers_plays_a_whole_split_as_the_harness(name: str) -> None:
+    play_split(EnvSpec(name=name, split="test"))  # 500 and 200 tasks
+
+
+@pytest.mark.usefixtures("base_url_shim")
+def test_verifiers_plays_alfworld_as_the_harness(alfworld_data: Path) -> None:
+    # the native engine needs only the games (../shared/data), no package of ALFWorld's
+    spec = EnvSpec(name="alfworld", split="valid_seen", kwargs={"data_dir": str(alfworld_data)})
+    play_split(spec)  # 140 games
