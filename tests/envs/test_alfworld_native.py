@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from agentbench_rl.core.hashing import stable_hash
 from agentbench_rl.envs.alfworld import native
 from agentbench_rl.envs.alfworld.data import (
     GameRecord,
@@ -31,10 +32,12 @@ from agentbench_rl.envs.alfworld.data import (
 )
 from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 from agentbench_rl.envs.alfworld.pddl import (
+    Exists,
     Relaxation,
     State,
     World,
     disjunctive_normal_form,
+    merged_exists,
     parse_domain,
     parse_formula,
     parse_problem,
@@ -104,6 +107,54 @@ def test_preconditions_split_into_disjuncts_with_their_existential_variables() -
     variants = disjunctive_normal_form(formula)
     assert [extra for extra, _ in variants] == [(), (("?y", "t"),)]
     assert [len(parts) for _, parts in variants] == [2, 2]
+
+
+def test_a_nested_exists_merged_holds_exactly_where_the_nested_one_does() -> None:
+    # ALFWorld's goals nest "exists ?r: exists ?o: ..."; holds() merges them (the inner atoms
+    # then bind ?r too). Checked against the nested formula's own solutions on every state of
+    # three objects in two receptacles, and a clash of names is left nested.
+    domain = parse_domain(
+        "(define (domain d) (:types o r) (:predicates (in ?x - o ?y - r) (hot ?x - o)"
+        " (big ?y - r)))"
+    )
+    problem = parse_problem(
+        "(define (problem p) (:domain d) (:objects a b c - o s t - r) (:init) (:goal (and)))"
+    )
+    world = World(domain, problem)
+    goal = parse_formula(
+        read_sexpr("(exists (?y - r) (and (big ?y) (exists (?x - o) (and (in ?x ?y) (hot ?x)))))")
+    )
+    assert isinstance(goal, Exists)
+    merged = merged_exists(goal)
+    assert [name for name, _ in merged.variables] == ["?y", "?x"]
+    atoms = [("in", x, y) for x in "abc" for y in "st"] + [("hot", x) for x in "abc"]
+    atoms += [("big", y) for y in "st"]
+    rng = random.Random(0)
+    for _ in range(300):
+        state = State([atom for atom in atoms if rng.random() < 0.3])
+        nested = any(True for _ in world.solutions(goal, state, {}))
+        assert world.holds(goal, state, {}) == nested
+    clash = parse_formula(
+        read_sexpr("(exists (?x - o) (and (hot ?x) (exists (?x - o) (in ?x s))))")
+    )
+    assert isinstance(clash, Exists) and merged_exists(clash).variables == (("?x", "o"),)
+
+
+def test_a_state_hash_written_piecewise_is_stable_hash_of_the_sorted_texts() -> None:
+    # The texts' JSON is written once per fact; the digest must be stable_hash's of the list,
+    # names with quotes, backslashes and non-ASCII letters included.
+    types = {'a"1': "thing", "b\\2": "thing", "café": "place", "agent1": "agent"}
+    facts = [("at", 'a"1', "café"), ("at", "b\\2", "café"), ("not_at", "agent1", "café")]
+    facts += [("checked", "café"), ("near", "agent1", "nowhere")]
+    texts = native.FactTexts(types)
+
+    def written(fact: tuple[str, ...]) -> str:  # as TextWorld writes a fact
+        return f"{fact[0]}({', '.join(f'{v}: {types.get(v, str())}' for v in fact[1:])})"
+
+    hashed = [f for f in facts if not f[0].startswith("not_") and f[0] != "checked"]
+    expected = stable_hash(sorted(written(fact) for fact in hashed))
+    assert native.state_hash(State(facts), texts) == expected
+    assert native.state_hash(State(facts), dict(types)) == expected
 
 
 def test_display_names_follow_alfworlds_demangler() -> None:

@@ -166,7 +166,7 @@ class GameRecord:
         """
         return f"{DATA_ROOT}/{self.split}/{self.task_id}/{GAME_FILE}"
 
-    @property
+    @functools.cached_property  # read at every step's info
     def task_type(self) -> str:
         """One of :data:`TASK_TYPES`.
 

@@ -41,9 +41,10 @@ import contextlib
 import sys
 import typing
 from collections import Counter
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from json.encoder import encode_basestring
 from typing import Any, Generic, Literal, TypeVar
 
 from agentbench_rl.core.hashing import stable_hash
@@ -171,6 +172,8 @@ class NativeGame:
         initial: the initial state (copied at each reset).
         intro: the text at reset.
         commands: the command text of each ground action derived so far.
+        texts: the same texts by :meth:`~agentbench_rl.envs.alfworld.textgen.Deriver.derivation_key`
+            (the ``go to`` of every start location derives once).
         plans: the expert's replan from each state replanned from so far.
     """
 
@@ -182,6 +185,7 @@ class NativeGame:
     intro: str
     actions: dict[tuple[str, tuple[str, ...]], GroundAction | None] = field(default_factory=dict)
     commands: dict[GroundAction, str] = field(default_factory=dict)
+    texts: dict[Hashable, str] = field(default_factory=dict)
     plans: dict[str, tuple[str, ...]] = field(default_factory=dict)
     replan_sas: str | None = None
     # what each planner state allows and each recorded state hashes to, as played so far
@@ -219,7 +223,13 @@ class NativeGame:
         text = self.commands.get(action)
         if text is None:
             template = self.deriver.grammar.actions[action.schema.name].template
-            text = self.deriver.derive(template, self.initial, self.mapping(action))
+            mapping = self.mapping(action)
+            key = self.deriver.derivation_key(template, mapping)
+            text = self.texts.get(key) if key is not None else None
+            if text is None:
+                text = self.deriver.derive(template, self.initial, mapping)
+                if key is not None:
+                    self.texts[key] = text
             self.commands[action] = text
         return text
 
@@ -532,21 +542,30 @@ def state_hash(state: State, texts: FactTexts | dict[str, str]) -> str:
     """
     if not isinstance(texts, FactTexts):
         texts = FactTexts(texts)
-    return stable_hash(sorted(texts[fact] for fact in state.facts if texts.hashed(fact)))
+    hashed = sorted(filter(None, map(texts.__getitem__, state.facts)))
+    # the bytes stable_hash(hashed) would hash (the list as canonical JSON), each text's JSON
+    # written once per game: json.dumps took most of a fresh state's hash
+    return stable_hash(f"[{','.join(map(texts.json.__getitem__, hashed))}]".encode())
 
 
 class FactTexts(dict[Fact, str]):
     """Each fact as TextWorld writes it in a state hash (``atlocation(agent1: agent, loc_...:
-    location)``), written once per game and fact."""
+    location)``), written once per game and fact; ``""`` for a fact the hash does not read."""
 
     def __init__(self, object_types: dict[str, str]) -> None:
         super().__init__()
         self.object_types = object_types
+        self.typed = {name: f"{name}: {type_}" for name, type_ in object_types.items()}
+        self.json: dict[str, str] = {"": '""'}  # each text as json.dumps(text, ensure_ascii=False)
 
     def __missing__(self, fact: Fact) -> str:
-        types = self.object_types
-        arguments = ", ".join(f"{v}: {types.get(v, '')}" for v in fact[1:])
+        if not self.hashed(fact):
+            self[fact] = ""
+            return ""
+        typed = self.typed
+        arguments = ", ".join([typed[v] if v in typed else f"{v}: " for v in fact[1:]])
         text = self[fact] = f"{fact[0]}({arguments})"
+        self.json[text] = encode_basestring(text)
         return text
 
     @staticmethod

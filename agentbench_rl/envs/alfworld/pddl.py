@@ -67,7 +67,8 @@ def read_sexpr(text: str) -> SExpr:
         >>> read_sexpr("(and (a ?x) ; note\\n (not (b)))")
         ['and', ['a', '?x'], ['not', ['b']]]
     """
-    tokens = _TOKEN.findall("\n".join(line.split(";", 1)[0] for line in text.splitlines()))
+    uncommented = "\n".join(line.split(";", 1)[0] for line in text.splitlines())
+    tokens = _TOKEN.findall(uncommented.lower())
     stack: list[list[SExpr]] = [[]]
     for token in tokens:
         if token == "(":
@@ -80,7 +81,7 @@ def read_sexpr(text: str) -> SExpr:
             if len(stack) == 1:
                 return done
         else:
-            stack[-1].append(token.lower())
+            stack[-1].append(token)
     raise PddlError("pddl: unbalanced parentheses")
 
 
@@ -258,6 +259,9 @@ class ActionSchema:
     effects: tuple[Effect, ...]
     cost: int
 
+    def __hash__(self) -> int:  # the name and parameters suffice; the formulas are deep
+        return hash((self.name, self.parameters))
+
 
 @dataclass(frozen=True)
 class Domain:
@@ -327,9 +331,10 @@ def parse_problem(text: str) -> Problem:
     for item in sections.get(":init", []):
         if not isinstance(item, list) or not item or item[0] == EQUALS:
             continue
-        if any(not isinstance(term, str) for term in item):
+        fact = tuple(item)
+        if not all(isinstance(term, str) for term in fact):
             raise PddlError(f"pddl: cannot read the initial fact {item}")
-        init.append(tuple(str(term) for term in item))
+        init.append(fact)  # type: ignore[arg-type]  # its terms are str, checked above
     goal_items = sections.get(":goal", [])
     goal = parse_formula(goal_items[0]) if goal_items else And(())
     return Problem(name, objects, tuple(init), goal)
@@ -348,8 +353,16 @@ class State:
         self.by_argument: dict[tuple[str, int, str], set[Fact]] = defaultdict(set)
         self.mix = 0  # the XOR of the facts' hashes, kept as facts come and go
         self.mixes: dict[str, int] = defaultdict(int)  # the same per predicate
-        for fact in facts:
-            self.add(fact)
+        self.facts = set(facts)
+        # add()'s bookkeeping, written out for the few hundred facts of a game's start
+        by_predicate, by_argument, mixes = self.by_predicate, self.by_argument, self.mixes
+        for fact in self.facts:
+            mixed = hash(fact)
+            self.mix ^= mixed
+            mixes[fact[0]] ^= mixed
+            by_predicate[fact[0]].add(fact)
+            for position, value in enumerate(fact[1:]):
+                by_argument[(fact[0], position, value)].add(fact)
 
     def copy(self) -> State:
         """An independent copy."""
@@ -476,7 +489,7 @@ class World:
         if isinstance(formula, Not):
             return not self.holds(formula.formula, state, binding)
         if isinstance(formula, Exists):
-            return any(True for _ in self.solutions(formula, state, binding))
+            return any(True for _ in self.solutions(merged_exists(formula), state, binding))
         if isinstance(formula, Forall):
             names = [name for name, _ in formula.variables]
             domains = [self.objects_of(type_) for _, type_ in formula.variables]
@@ -496,30 +509,36 @@ class World:
         """
         parts = _conjuncts(formula.formula)
         atoms = [p for p in parts if isinstance(p, Atom) and p.predicate != EQUALS]
-        rest = [p for p in parts if not (isinstance(p, Atom) and p.predicate != EQUALS)]
+        # each other part with its free variables, worked out here once rather than at every
+        # level of the search (a formula's hash walks its whole tree)
+        rest = [
+            (p, free_variables(p))
+            for p in parts
+            if not (isinstance(p, Atom) and p.predicate != EQUALS)
+        ]
         wanted = dict(formula.variables)
         yield from self._extend(atoms, rest, wanted, dict(binding), state)
 
     def _extend(
         self,
         atoms: list[Atom],
-        rest: list[Formula],
+        rest: list[tuple[Formula, frozenset[str]]],
         wanted: dict[str, str],
         current: Binding,
         state: State,
     ) -> Iterator[Binding]:
         pending = []
-        for part in rest:
-            if free_variables(part) <= current.keys():
+        for part, variables in rest:
+            if variables <= current.keys():
                 if not self.holds(part, state, current):
                     return
             else:
-                pending.append(part)
+                pending.append((part, variables))
         if not atoms:
             free = [name for name in wanted if name not in current]
             for values in itertools.product(*(self.objects_of(wanted[n]) for n in free)):
                 full = {**current, **dict(zip(free, values, strict=True))}
-                if all(self.holds(p, state, full) for p in pending):
+                if all(self.holds(p, state, full) for p, _ in pending):
                     yield full
             return
         best, candidates = 0, None
@@ -693,6 +712,40 @@ def _conjuncts(formula: Formula) -> list[Formula]:
 
 
 @functools.lru_cache(maxsize=4096)
+def merged_exists(formula: Exists) -> Exists:
+    """``formula`` with every ``exists`` among its conjuncts merged into it (``exists ?r:
+    exists ?o: A`` is ``exists ?r ?o: A``), where no variable name clashes: the same truth
+    value, but the atoms of the inner body then bind the outer variables too, where alone
+    the outer ones would range over their whole type (ALFWorld's goals: every receptacle,
+    each with a search of its own). The solutions' order differs, so only truth may read it.
+
+    Example:
+        >>> goal = parse_formula(read_sexpr("(exists (?r - t) (exists (?o - u) (in ?o ?r)))"))
+        >>> merged_exists(goal).variables
+        (('?r', 't'), ('?o', 'u'))
+    """
+    variables = list(formula.variables)
+    parts = _conjuncts(formula.formula)
+    merged = True
+    while merged:
+        merged = False
+        for index, part in enumerate(parts):
+            if not isinstance(part, Exists):
+                continue
+            names = {name for name, _ in variables}
+            others = parts[:index] + parts[index + 1 :]
+            outside = frozenset().union(*(free_variables(other) for other in others))
+            inner = {name for name, _ in part.variables}
+            if inner & (names | outside):
+                continue
+            variables += part.variables
+            parts = others[:index] + _conjuncts(part.formula) + others[index:]
+            merged = True
+            break
+    return Exists(tuple(variables), And(tuple(parts)))
+
+
+@functools.lru_cache(maxsize=4096)
 def predicates_of(formula: Formula) -> frozenset[str]:
     """The predicates a formula reads (``=`` is none).
 
@@ -759,6 +812,9 @@ class GroundAction:
 
     schema: ActionSchema
     arguments: tuple[str, ...]
+
+    def __hash__(self) -> int:  # hashed for every admissible command of every state
+        return hash((self.schema.name, self.arguments))
 
     @property
     def binding(self) -> dict[str, str]:

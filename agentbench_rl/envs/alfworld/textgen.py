@@ -31,10 +31,12 @@ Example:
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import keyword
 import re
 import textwrap
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentbench_rl.envs.alfworld.pddl import Fact, State
@@ -101,8 +103,9 @@ _LITERAL = re.compile(r'[^;|"<>\[\]#{}]*')
 _BAR = re.compile(r"\s*\|\s*")
 
 
+@functools.lru_cache(maxsize=65536)
 def parse_symbols(text: str) -> tuple[Symbol, ...]:
-    """A right-hand side as symbols. Reading stops where no symbol starts (TextWorld's parser
+    """A right-hand side as symbols (cached: the games' grammars share most of their rules). Reading stops where no symbol starts (TextWorld's parser
     does the same: ``"{x})}"`` reads as ``{x}`` and ``)``)."""
     symbols: list[Symbol] = []
     position = 0
@@ -334,6 +337,10 @@ def parse_logic(text: str) -> Grammar:
 
 
 # ---------------------------------------------------------------------- derivation
+#: Typed fact lists a deriver remembers (by the predicate's facts; it starts afresh when full).
+TYPED_FACT_LISTS = 4096
+
+
 @dataclass
 class Context:
     """What a derivation sees: the state, the bound placeholders and their entities."""
@@ -360,6 +367,10 @@ class Deriver:
         self.entities = entities
         self.object_types = object_types
         self.subtypes = subtypes
+        self._kinds_of: dict[str, frozenset[str]] = {}
+        self._plain: dict[str, tuple[str, ...] | None] = {}
+        self._reads: dict[str, Reads | None] = {}
+        self._typed_facts: dict[tuple[QueryAtom, int, int], tuple[frozenset[Fact], list[Fact]]] = {}
 
     def derive(self, text: str, state: State, mapping: Mapping_ | None = None) -> str:
         """The text ``text`` derives to in ``state`` with ``mapping`` bound.
@@ -370,8 +381,42 @@ class Deriver:
         """
         mapping = dict(mapping or {})
         variables = {name: self.entities[value] for (name, _), value in mapping.items()}
+        plain = self._plain_parts(text)
+        if plain is not None and all(name in variables for name in plain[1::2]):
+            # literals and bound names alone (most command templates): no state is read
+            return "".join(str(variables[p]) if i % 2 else p for i, p in enumerate(plain))
         context = Context(state, mapping, variables)
         return "".join(self._derive(symbol, context) for symbol in self.grammar.symbols(text))
+
+    def derivation_key(self, text: str, mapping: Mapping_) -> Hashable | None:
+        """A key under which ``text`` derives alike on one state for every mapping with that
+        key (``go to`` reads its destination, not where the agent stands): the text, the
+        bindings its expressions and queries read, and the other bound objects that a query
+        could still match (a placeholder never takes an object bound elsewhere). None where
+        the text names a symbol, whose rules may read anything."""
+        if text not in self._reads:
+            self._reads[text] = _reads(self.grammar.symbols(text))
+        reads = self._reads[text]
+        if reads is None:
+            return None
+        names, placeholders = reads
+        read = tuple(sorted(i for i in mapping.items() if i[0][0] in names or i[0] in placeholders))
+        free = [self._kinds(type_) for _, type_ in placeholders - mapping.keys()]
+        types = self.object_types
+        others = sorted(
+            value
+            for key, value in mapping.items()
+            if not (key[0] in names or key in placeholders)
+            and any(types.get(value) in kinds for kinds in free)
+        )
+        return text, read, tuple(others)
+
+    def _plain_parts(self, text: str) -> tuple[str, ...] | None:
+        """``text`` as literal, name, literal, name, ... where it is only literals and bare
+        ``{name}`` placeholders (``take {o} from {r}``), else None (worked out once)."""
+        if text not in self._plain:
+            self._plain[text] = _plain_parts(self.grammar.symbols(text))
+        return self._plain[text]
 
     def _derive(self, symbol: Symbol, context: Context) -> str:
         if isinstance(symbol, Literal):
@@ -439,7 +484,7 @@ class Deriver:
             yield dict(mapping)
             return
         atom = atoms[depth]
-        for fact in self._facts(atom, state):
+        for fact in self._facts(atom, state, mapping):
             added: list[tuple[str, str]] = []
             for placeholder, value in zip(atom.placeholders, fact[1:], strict=True):
                 existing = mapping.get(placeholder)
@@ -456,22 +501,103 @@ class Deriver:
             for placeholder in added:
                 used.discard(mapping.pop(placeholder))
 
-    def _facts(self, atom: QueryAtom, state: State) -> list[Fact]:
-        """The facts of the atom's predicate whose objects have the placeholders' types,
-        sorted as TextWorld sorts propositions (by argument names)."""
-        arity = len(atom.placeholders)
-        allowed = [self.subtypes(type_) for _, type_ in atom.placeholders]
-        facts = [
-            fact
-            for fact in state.by_predicate.get(atom.predicate, ())
-            if len(fact) == arity + 1
-            and all(
-                self.object_types.get(value) in types
-                for value, types in zip(fact[1:], allowed, strict=True)
-            )
-        ]
-        facts.sort(key=lambda fact: tuple((v, self.object_types.get(v, "")) for v in fact[1:]))
-        return facts
+    def _facts(self, atom: QueryAtom, state: State, mapping: Mapping_) -> list[Fact]:
+        """The facts of the atom's predicate that agree with its bound placeholders and whose
+        objects have the placeholders' types, sorted as TextWorld sorts propositions (by
+        argument names: an object's name decides its type, so the names alone order them).
+
+        A bound placeholder narrows them to the facts with that object there (the state's
+        index); else the predicate's typed facts are remembered by the predicate's facts (the
+        command texts of a game all read its initial state)."""
+        allowed = self._allowed_types(atom)
+        for position, placeholder in enumerate(atom.placeholders):
+            value = mapping.get(placeholder)
+            if value is not None:
+                indexed = state.by_argument.get((atom.predicate, position, value), ())
+                return sorted(fact for fact in indexed if self._typed(fact, allowed))
+        key = (atom, *state.predicate_key(atom.predicate))
+        facts = state.by_predicate.get(atom.predicate, set())
+        stored = self._typed_facts.get(key)
+        if stored is not None and stored[0] == facts:
+            return stored[1]
+        typed = sorted(fact for fact in facts if self._typed(fact, allowed))
+        if len(self._typed_facts) >= TYPED_FACT_LISTS:
+            self._typed_facts.clear()
+        self._typed_facts[key] = (frozenset(facts), typed)
+        return typed
+
+    def _allowed_types(self, atom: QueryAtom) -> tuple[frozenset[str], ...]:
+        """The object types each of the atom's placeholders matches."""
+        return tuple(self._kinds(type_) for _, type_ in atom.placeholders)
+
+    def _kinds(self, type_: str) -> frozenset[str]:
+        """The object types a placeholder of ``type_`` matches (worked out once)."""
+        kinds = self._kinds_of.get(type_)
+        if kinds is None:
+            kinds = self._kinds_of[type_] = self.subtypes(type_)
+        return kinds
+
+    def _typed(self, fact: Fact, allowed: tuple[frozenset[str], ...]) -> bool:
+        """Whether ``fact`` has one object per placeholder, each of an allowed type."""
+        if len(fact) != len(allowed) + 1:
+            return False
+        types = self.object_types
+        return all(types.get(v) in kinds for v, kinds in zip(fact[1:], allowed, strict=True))
+
+
+#: What a text's derivation reads of a mapping: the names its expressions use, and the
+#: (name, type) placeholders its queries bind.
+Reads = tuple[frozenset[str], frozenset[tuple[str, str]]]
+
+
+def _reads(symbols: Sequence[Symbol]) -> Reads | None:
+    """What the symbols read of a mapping, or None where one names a symbol.
+
+    Example:
+        >>> names, placeholders = _reads(parse_symbols("go to [{r.name | at(r:o, lend:l)}]"))
+        >>> sorted(names), sorted(placeholders)
+        (['r'], [('lend', 'l'), ('r', 'o')])
+    """
+    names: set[str] = set()
+    placeholders: set[tuple[str, str]] = set()
+    for symbol in symbols:
+        if isinstance(symbol, Literal):
+            continue
+        conditional = symbol.item if isinstance(symbol, ListOf) else symbol
+        if not isinstance(conditional, Conditional):
+            return None
+        if not isinstance(conditional.expression, Expression):
+            return None
+        tree = ast.parse(conditional.expression.source.strip(), mode="eval")
+        names |= {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        if conditional.given:
+            atoms = parse_query(conditional.given)
+            placeholders |= {placeholder for atom in atoms for placeholder in atom.placeholders}
+    return frozenset(names), frozenset(placeholders)
+
+
+def _plain_parts(symbols: Sequence[Symbol]) -> tuple[str, ...] | None:
+    """The symbols as literal, name, literal, ... where they are only literals and bare
+    ``{name}`` placeholders, else None.
+
+    Example:
+        >>> _plain_parts(parse_symbols("take {o} from {r}"))
+        ('take ', 'o', ' from ', 'r', '')
+        >>> _plain_parts(parse_symbols("go to [{r.name | at(r:receptacle)}]")) is None
+        True
+    """
+    parts = [""]
+    for symbol in symbols:
+        if isinstance(symbol, Literal):
+            parts[-1] += symbol.text
+            continue
+        if not (isinstance(symbol, Conditional) and isinstance(symbol.expression, Expression)):
+            return None
+        name = symbol.expression.source.strip()
+        if symbol.given or not name.isidentifier() or keyword.iskeyword(name):
+            return None
+        parts += [name, ""]
+    return tuple(parts)
 
 
 # ---------------------------------------------------------------------- expressions
