@@ -563,7 +563,7 @@ class FactTexts(dict[Fact, str]):
             self[fact] = ""
             return ""
         typed = self.typed
-        arguments = ", ".join([typed[v] if v in typed else f"{v}: " for v in fact[1:]])
+        arguments = ", ".join([typed.get(v, f"{v}: ") for v in fact[1:]])
         text = self[fact] = f"{fact[0]}({arguments})"
         self.json[text] = encode_basestring(text)
         return text

@@ -105,8 +105,9 @@ _BAR = re.compile(r"\s*\|\s*")
 
 @functools.lru_cache(maxsize=65536)
 def parse_symbols(text: str) -> tuple[Symbol, ...]:
-    """A right-hand side as symbols (cached: the games' grammars share most of their rules). Reading stops where no symbol starts (TextWorld's parser
-    does the same: ``"{x})}"`` reads as ``{x}`` and ``)``)."""
+    """A right-hand side as symbols (cached: the games' grammars share most of their rules).
+    Reading stops where no symbol starts (TextWorld's parser does the same: ``"{x})}"`` reads as
+    ``{x}`` and ``)``)."""
     symbols: list[Symbol] = []
     position = 0
     while position < len(text):
