@@ -36,8 +36,8 @@ from agentbench_rl.envs.alfworld.data import (
 from agentbench_rl.extras import install_hint
 
 SPLIT = "valid_seen"
-#: The first goals for the native engine over raw TextWorld (issue 42: ratios), and the later
-#: ones in seconds (issue 61: a first-visit step and a first reset).
+#: The native engine's goals: first as ratios over raw TextWorld, then in seconds (a step on a
+#: state met for the first time, and a first reset).
 STEP_GOAL, FIRST_RESET_GOAL = 10.0, 20.0
 STEP_SECONDS_GOAL, FIRST_RESET_SECONDS_GOAL = 0.001, 0.005
 

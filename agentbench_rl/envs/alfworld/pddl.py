@@ -37,7 +37,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 #: A ground fact: the predicate's name then its arguments, e.g. ``("opened", "drawer_bar_...")``.
 Fact = tuple[str, ...]
@@ -331,10 +331,9 @@ def parse_problem(text: str) -> Problem:
     for item in sections.get(":init", []):
         if not isinstance(item, list) or not item or item[0] == EQUALS:
             continue
-        fact = tuple(item)
-        if not all(isinstance(term, str) for term in fact):
+        if not all(isinstance(term, str) for term in item):
             raise PddlError(f"pddl: cannot read the initial fact {item}")
-        init.append(fact)  # type: ignore[arg-type]  # its terms are str, checked above
+        init.append(cast(Fact, tuple(item)))  # its terms are str, checked above
     goal_items = sections.get(":goal", [])
     goal = parse_formula(goal_items[0]) if goal_items else And(())
     return Problem(name, objects, tuple(init), goal)
@@ -353,16 +352,8 @@ class State:
         self.by_argument: dict[tuple[str, int, str], set[Fact]] = defaultdict(set)
         self.mix = 0  # the XOR of the facts' hashes, kept as facts come and go
         self.mixes: dict[str, int] = defaultdict(int)  # the same per predicate
-        self.facts = set(facts)
-        # add()'s bookkeeping, written out for the few hundred facts of a game's start
-        by_predicate, by_argument, mixes = self.by_predicate, self.by_argument, self.mixes
-        for fact in self.facts:
-            mixed = hash(fact)
-            self.mix ^= mixed
-            mixes[fact[0]] ^= mixed
-            by_predicate[fact[0]].add(fact)
-            for position, value in enumerate(fact[1:]):
-                by_argument[(fact[0], position, value)].add(fact)
+        for fact in facts:
+            self.add(fact)
 
     def copy(self) -> State:
         """An independent copy."""

@@ -401,7 +401,8 @@ class Deriver:
         if reads is None:
             return None
         names, placeholders = reads
-        read = tuple(sorted(i for i in mapping.items() if i[0][0] in names or i[0] in placeholders))
+        # in the mapping's order: where a name is bound under two types, the last one wins
+        read = tuple(i for i in mapping.items() if i[0][0] in names or i[0] in placeholders)
         free = [self._kinds(type_) for _, type_ in placeholders - mapping.keys()]
         types = self.object_types
         others = sorted(
