@@ -554,7 +554,6 @@ class FactTexts(dict[Fact, str]):
 
     def __init__(self, object_types: dict[str, str]) -> None:
         super().__init__()
-        self.object_types = object_types
         self.typed = {name: f"{name}: {type_}" for name, type_ in object_types.items()}
         self.json: dict[str, str] = {"": '""'}  # each text as json.dumps(text, ensure_ascii=False)
 

@@ -36,7 +36,7 @@ import json
 import keyword
 import re
 import textwrap
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentbench_rl.envs.alfworld.pddl import Fact, State
@@ -511,26 +511,27 @@ class Deriver:
         A bound placeholder narrows them to the facts with that object there (the state's
         index); else the predicate's typed facts are remembered by the predicate's facts (the
         command texts of a game all read its initial state)."""
-        allowed = self._allowed_types(atom)
         for position, placeholder in enumerate(atom.placeholders):
             value = mapping.get(placeholder)
             if value is not None:
                 indexed = state.by_argument.get((atom.predicate, position, value), ())
-                return sorted(fact for fact in indexed if self._typed(fact, allowed))
+                return self._typed_sorted(atom, indexed)
         key = (atom, *state.predicate_key(atom.predicate))
         facts = state.by_predicate.get(atom.predicate, set())
         stored = self._typed_facts.get(key)
         if stored is not None and stored[0] == facts:
             return stored[1]
-        typed = sorted(fact for fact in facts if self._typed(fact, allowed))
+        typed = self._typed_sorted(atom, facts)
         if len(self._typed_facts) >= TYPED_FACT_LISTS:
             self._typed_facts.clear()
         self._typed_facts[key] = (frozenset(facts), typed)
         return typed
 
-    def _allowed_types(self, atom: QueryAtom) -> tuple[frozenset[str], ...]:
-        """The object types each of the atom's placeholders matches."""
-        return tuple(self._kinds(type_) for _, type_ in atom.placeholders)
+    def _typed_sorted(self, atom: QueryAtom, facts: Iterable[Fact]) -> list[Fact]:
+        """Those of ``facts`` with one object per placeholder, each of a type it matches,
+        sorted."""
+        allowed = tuple(self._kinds(type_) for _, type_ in atom.placeholders)
+        return sorted(fact for fact in facts if self._typed(fact, allowed))
 
     def _kinds(self, type_: str) -> frozenset[str]:
         """The object types a placeholder of ``type_`` matches (worked out once)."""
