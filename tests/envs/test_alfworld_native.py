@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from agentbench_rl.envs.alfworld.data import (
 from agentbench_rl.envs.alfworld.env import ALFWorldEnv
 from agentbench_rl.envs.alfworld.pddl import (
     Exists,
+    PddlError,
     Relaxation,
     State,
     World,
@@ -75,6 +77,82 @@ PROBLEM = """
  (:init (near agent1 lamp1))
  (:goal (and (isOn lamp1))))
 """
+
+
+def _read_token_by_token(text: str) -> object:
+    """An independent reader: a regex tokenizer and recursive descent."""
+    uncommented = "\n".join(line.split(";", 1)[0] for line in text.splitlines())
+    tokens = re.findall(r"\(|\)|[^\s()]+", uncommented.lower())
+
+    def read(at: int) -> tuple[object, int]:
+        if tokens[at] != "(":
+            return tokens[at], at + 1
+        items, at = [], at + 1
+        while tokens[at] != ")":
+            item, at = read(at)
+            items.append(item)
+        return items, at + 1
+
+    return read(tokens.index("("))[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        DOMAIN,
+        PROBLEM,
+        "((a)(b c)) (ignored)",
+        "lead (A;x)\n b)(c)",
+        "(x(y)z ( ) ((w)))",
+        "(a\t(b\r\nc));)(",
+    ],
+)
+def test_read_sexpr_reads_as_a_token_by_token_reader(text: str) -> None:
+    assert read_sexpr(text) == _read_token_by_token(text)
+
+
+def test_read_sexpr_reads_the_shipped_games_as_a_token_by_token_reader() -> None:
+    games = sorted(shipped_data_dir().rglob("game.tw-pddl"))
+    assert games
+    for path in games:
+        data = json.loads(path.read_text())
+        for field in ("pddl_domain", "pddl_problem"):
+            assert read_sexpr(data[field]) == _read_token_by_token(data[field])
+
+
+@pytest.mark.parametrize("text", [") (a)", "(a (b)", "no list", ""])
+def test_read_sexpr_refuses_unbalanced_text(text: str) -> None:
+    with pytest.raises(PddlError, match="pddl: "):
+        read_sexpr(text)
+
+
+def _indexes(state: State) -> tuple[set[object], set[object]]:
+    """A state's indexes without their empty sets (a state built afresh has none)."""
+    return (
+        {(key, frozenset(facts)) for key, facts in state.by_predicate.items() if facts},
+        {(key, frozenset(facts)) for key, facts in state.by_argument.items() if facts},
+    )
+
+
+def test_copies_share_index_sets_until_written_and_stay_independent() -> None:
+    rng = random.Random(0)
+    pool = [(p, a, b) for p in ("at", "in") for a in "xyz" for b in "uvw"] + [("on", "x")]
+    states = [State(rng.sample(pool, 8))]
+    for _ in range(400):
+        state = rng.choice(states)
+        move = rng.random()
+        if move < 0.1:
+            states.append(state.copy())
+        elif move < 0.55:
+            state.add(rng.choice(pool))
+        else:
+            state.discard(rng.choice(pool))
+        for each in states:  # every state indexes its own facts only, whoever changed what
+            fresh = State(each.facts)
+            assert _indexes(each) == _indexes(fresh)
+            assert each.key() == fresh.key()
+            assert all(each.predicate_key(p) == fresh.predicate_key(p) for p in ("at", "in", "on"))
+    assert len(states) > 10
 
 
 def test_toggle_keeps_the_planner_state_and_textworlds_record_apart() -> None:

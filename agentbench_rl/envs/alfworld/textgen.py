@@ -35,7 +35,6 @@ import functools
 import json
 import keyword
 import re
-import textwrap
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -250,8 +249,9 @@ class Grammar:
         return parsed
 
 
+#: A ``"""`` block is matched quote by quote (the unrolled loop), not character by character.
 _TOKENS = re.compile(
-    r'(?P<block>"""(?:.|\n)*?""")|(?P<string>"[^"]*")|(?P<name>[\w/-]+)|(?P<punct>::|[;{}])'
+    r'(?P<block>"""[^"]*(?:"(?!"")[^"]*)*""")|(?P<string>"[^"]*")|(?P<name>[\w/-]+)|(?P<punct>::|[;{}])'
     r"|(?P<comment>#[^\n]*)|(?P<space>\s+)"
 )
 
@@ -289,7 +289,7 @@ def parse_logic(text: str) -> Grammar:
         if kind != "block":
             raise GrammarError(f'grammar: expected a """ block, found {value!r}')
         index += 1
-        return textwrap.dedent(value[3:-3])
+        return value[3:-3]  # JSON: its indentation needs no dedent
 
     while index < len(tokens):
         value = tokens[index][1]
