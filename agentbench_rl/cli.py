@@ -596,12 +596,17 @@ def bench_rollout(
     workers: Annotated[
         int, typer.Option(min=1, max=64, help="Worker processes of the scaling column.")
     ] = 2,
+    profile: Annotated[
+        bool, typer.Option(help="Profile the loop of each env that misses the overhead goal.")
+    ] = False,
 ) -> None:
     """The trainer's rollout loop (a free policy) against the bare env, and worker scaling."""
     require("train", "bench rollout")
     from agentbench_rl.bench.rollout import run as run_rollout
 
-    run_rollout(env or None, repeats=repeats, workers=workers, console=console_for())
+    run_rollout(
+        env or None, repeats=repeats, workers=workers, console=console_for(), profile=profile
+    )
 
 
 @bench_app.command("alfworld")

@@ -15,11 +15,17 @@ met before (a first visit costs the env more, the loop the same). The two altern
   ``bare / loop − 1`` (goal: at most 25%);
 - the loop's rows per second in N worker processes at once, each on its own iteration, against
   one process (goal: at least 0.8 N on N free cores; the table states the cores and the load).
+
+With ``--profile``, each env whose overhead misses the goal gets the profile that says why: one
+warm iteration and its bare replay under :mod:`cProfile`, and the functions the loop spends more
+time in than the bare env, heaviest first.
 """
 
 from __future__ import annotations
 
+import cProfile
 import os
+import pstats
 import random
 import statistics
 import time
@@ -154,6 +160,7 @@ def measure(
     finally:
         pool.close()
     loop, bare_rate = statistics.median(loop_rates), statistics.median(bare_rates)
+    loop_own = 1e6 * (1 / loop - 1 / bare_rate)  # µs a row the loop adds to the env's step
     # Each worker times its own iteration, after a warm-up one; started together, the timed
     # iterations overlap, so the rows of all over the slowest one's time is their joint rate.
     jobs = [(env, 100 + k, tasks, group) for k in range(workers)]
@@ -164,10 +171,97 @@ def measure(
         "loop_rows_per_s": loop,
         "bare_steps_per_s": bare_rate,
         "overhead": bare_rate / loop - 1.0,
+        "loop_us_per_row": loop_own,
         "workers": float(workers),
         "parallel_rows_per_s": parallel,
         "scaling": parallel / loop,
     }
+
+
+@dataclass(frozen=True)
+class LoopProfile:
+    """One warm iteration under cProfile (which inflates every call alike) against the same
+    episodes replayed on bare envs, also profiled: the time a row takes in each, and the
+    functions the loop spends more in than the bare env does (its own work: the loop's code,
+    and the library calls it makes), in µs a row.
+
+    Attributes:
+        rows: the rows of the iteration.
+        loop_us, bare_us: µs a row in the loop and in the bare replay.
+        heaviest: ``(function, extra µs a row, calls a row in the loop, in the bare replay)``,
+            the largest extra first (equal calls: the same work, slower in the loop's company).
+    """
+
+    rows: int
+    loop_us: float
+    bare_us: float
+    heaviest: list[tuple[str, float, float, float]]
+
+
+def _own_times(profiler: cProfile.Profile) -> dict[str, tuple[float, int]]:
+    """Each profiled function's own seconds and calls, by ``file:line(name)`` (the file from
+    the package root where it is ours, else its name alone)."""
+    # pstats' table: (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
+    table: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    own: dict[str, tuple[float, int]] = {}
+    for (path, line, name), figures in table.items():
+        ours = f"{os.sep}agentbench_rl{os.sep}"
+        where = path.rsplit(ours, 1)[-1] if ours in path else os.path.basename(path)
+        key = f"{where}:{line}({name})" if line else name
+        seconds, calls = own.get(key, (0.0, 0))
+        own[key] = (seconds + figures[2], calls + figures[0])
+    return own
+
+
+def profile_loop(
+    env: EnvSpec, tasks: int = TASKS, group: int = GROUP_SIZE, top: int = 10
+) -> LoopProfile:
+    """Profile one warm iteration of the loop on ``env`` and its bare replay (each played once
+    untimed first)."""
+    pool = LocalEnvPool(env, tasks * group)
+    bare = [env.make() for _ in range(tasks * group)]
+    loop_profiler, bare_profiler = cProfile.Profile(), cProfile.Profile()
+    try:
+        with heap.iterations():
+            loop_iteration(pool, env, 0, tasks)
+            heap.settle()
+            loop_profiler.enable()
+            batch = loop_iteration(pool, env, 0, tasks)
+            loop_profiler.disable()
+            bare_replay(bare, batch, 0)  # warm the bare envs' own caches as the pool's are
+            heap.settle()
+            bare_profiler.enable()
+            bare_replay(bare, batch, 0)
+            bare_profiler.disable()
+    finally:
+        pool.close()
+    rows = len(batch)
+    in_loop, in_bare = _own_times(loop_profiler), _own_times(bare_profiler)
+    extra = []
+    for name, (seconds, calls) in in_loop.items():
+        bare_seconds, bare_calls = in_bare.get(name, (0.0, 0))
+        extra.append((name, 1e6 * (seconds - bare_seconds) / rows, calls / rows, bare_calls / rows))
+    extra.sort(key=lambda item: -item[1])
+    return LoopProfile(
+        rows,
+        1e6 * sum(seconds for seconds, _ in in_loop.values()) / rows,
+        1e6 * sum(seconds for seconds, _ in in_bare.values()) / rows,
+        extra[:top],
+    )
+
+
+def print_profile(name: str, found: LoopProfile, console: Console) -> None:
+    """The profile of ``name``'s loop as a table."""
+    table = Table(
+        title=f"{name} under cProfile ({found.rows} rows): the loop {found.loop_us:.1f} µs a row, "
+        f"the bare env {found.bare_us:.1f}; where the loop spends more"
+    )
+    table.add_column("function")
+    table.add_column("extra µs a row", justify="right")
+    table.add_column("calls a row, loop / bare", justify="right")
+    for function, micros, calls, bare_calls in found.heaviest:
+        table.add_row(function, f"{micros:+.1f}", f"{calls:.2f} / {bare_calls:.2f}")
+    console.print(table)
 
 
 def available_envs() -> list[str]:
@@ -189,9 +283,10 @@ def run(
     repeats: int = 3,
     workers: int = 2,
     console: Console | None = None,
+    profile: bool = False,
 ) -> dict[str, dict[str, float]]:
     """Measure every env (``envs``: those named; default: every text env that plays here) and
-    print the table."""
+    print the table; with ``profile``, the profile of each env that misses the overhead goal."""
     names = list(envs) if envs else available_envs()
     results = {}
     for name in names:
@@ -204,7 +299,8 @@ def run(
             title=f"The rollout loop against the bare env ({TASKS} x {GROUP_SIZE} episodes, "
             f"uniform policy; medians of {repeats}; {cores} cores, load {load:.1f})"
         )
-        for column in ("env", "bare steps/s", "loop rows/s", "overhead", "workers", "scaling"):
+        columns = ("env", "bare steps/s", "loop rows/s", "overhead", "loop µs/row", "workers")
+        for column in (*columns, "scaling"):
             table.add_column(column, justify="right")
         for name, figures in results.items():
             table.add_row(
@@ -212,6 +308,7 @@ def run(
                 f"{figures['bare_steps_per_s']:,.0f}",
                 f"{figures['loop_rows_per_s']:,.0f}",
                 f"{100 * figures['overhead']:+.0f}%",
+                f"{figures['loop_us_per_row']:.0f}",
                 f"{figures['workers']:.0f}",
                 f"{figures['scaling']:.2f}x ({figures['scaling'] / figures['workers']:.2f} N)",
             )
@@ -220,4 +317,8 @@ def run(
             f"goals: overhead <= {100 * OVERHEAD_GOAL:.0f}%; N workers >= {SCALING_GOAL} N on N "
             "free cores"
         )
+        if profile:
+            for name, figures in results.items():
+                if figures["overhead"] > OVERHEAD_GOAL:
+                    print_profile(name, profile_loop(EnvSpec(name=name, split="train")), console)
     return results

@@ -87,3 +87,19 @@ def test_bench_rollout_times_the_loop_against_the_same_episodes_on_bare_envs() -
     assert figures["overhead"] == pytest.approx(
         figures["bare_steps_per_s"] / figures["loop_rows_per_s"] - 1
     )
+
+
+def test_bench_rollout_profiles_what_the_loop_adds_to_the_bare_env() -> None:
+    """The profile sets the loop's calls beside the bare replay's: prompts are built in the loop
+    only (one a row), the env's step in both."""
+    pytest.importorskip("torch")
+    from agentbench_rl.bench.rollout import profile_loop
+    from agentbench_rl.envs.spec import EnvSpec
+
+    found = profile_loop(EnvSpec(name="sokoban", split="train"), tasks=2, group=2, top=1000)
+    assert found.rows > 0 and found.loop_us > found.bare_us > 0
+    calls = {name: (loop, bare) for name, _, loop, bare in found.heaviest}
+    prompt = [figures for name, figures in calls.items() if name.endswith("(build_prompt)")]
+    assert prompt == [(1.0, 0.0)]
+    step = [figures for name, figures in calls.items() if name.startswith("envs/base.py")]
+    assert step and all(loop > 0 and bare > 0 for loop, bare in step)
