@@ -203,9 +203,9 @@ def _own_times(profiler: cProfile.Profile) -> dict[str, tuple[float, int]]:
     the package root where it is ours, else its name alone)."""
     # pstats' table: (file, line, name) -> (calls, primitive calls, own s, cumulative s, callers)
     table: dict[tuple[str, int, str], tuple[Any, ...]] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    ours = f"{os.sep}agentbench_rl{os.sep}"
     own: dict[str, tuple[float, int]] = {}
     for (path, line, name), figures in table.items():
-        ours = f"{os.sep}agentbench_rl{os.sep}"
         where = path.rsplit(ours, 1)[-1] if ours in path else os.path.basename(path)
         key = f"{where}:{line}({name})" if line else name
         seconds, calls = own.get(key, (0.0, 0))
