@@ -25,7 +25,7 @@ import typer.core
 from pydantic import ValidationError
 from rich.markup import escape
 
-from agentbench_rl.bench.credit.settings import CreditBench
+from agentbench_rl.bench.credit.settings import MDP_SET_TASKS, CreditBench
 from agentbench_rl.bench.limits import TRUTH_LIMITS
 from agentbench_rl.bench.truth_settings import TruthSettings
 from agentbench_rl.core.text import printable
@@ -714,7 +714,9 @@ def bench_credit_set(
         typer.Argument(help="mdp-<name> of the learning testbed (repeat), or 'mdps' for all."),
     ],
     out: Annotated[Path, typer.Option(help="Folder the set folders go in.")] = Path("credit-sets"),
-    tasks: Annotated[int, typer.Option(min=1, max=TRUTH_LIMITS["tasks"], help="Task draws.")] = 16,
+    tasks: Annotated[
+        int, typer.Option(min=1, max=TRUTH_LIMITS["tasks"], help="Task draws per MDP.")
+    ] = MDP_SET_TASKS,
     group_size: Annotated[
         int, typer.Option(min=1, max=TRUTH_LIMITS["group_size"], help="Trajectories per task.")
     ] = 8,

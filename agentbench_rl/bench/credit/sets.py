@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from agentbench_rl.bench.credit.settings import MDP_SET_TASKS
 from agentbench_rl.core.atomic import atomic_write_bytes, atomic_write_text
 from agentbench_rl.core.batch import StepBatch
 from agentbench_rl.core.hashing import seed_from
@@ -340,7 +341,11 @@ def mdp_of(set_name: str) -> str:
 
 
 def mdp_set(
-    mdp_name: str, tasks: int = 16, group_size: int = 8, seed: int = 0, gamma: float = GAMMA
+    mdp_name: str,
+    tasks: int = MDP_SET_TASKS,
+    group_size: int = 8,
+    seed: int = 0,
+    gamma: float = GAMMA,
 ) -> CreditSet:
     """A batch of the learning testbed's MDP ``mdp_name`` played by its initial policy π₀ (the
     policy every learning run starts from): ``tasks`` task draws x ``group_size`` trajectories,

@@ -13,6 +13,10 @@ from pydantic import ConfigDict, Field
 from agentbench_rl.spec.doors import Door, doors_of
 from agentbench_rl.spec.typed import Flag, Spec, Text
 
+#: Task draws of each standard MDP set (``bench credit-set``'s default): enough for the power
+#: goal (:mod:`.power`) on every MDP of the testbed, the hardest (dense anchors) needing about 54.
+MDP_SET_TASKS = 64
+
 
 class CreditBench(Spec):
     """What one ``bench credit`` run scores, on which sets, and what it relates the scores to.
