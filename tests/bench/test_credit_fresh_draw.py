@@ -2,9 +2,9 @@
 
 A set's verdicts are only as good as its draw: this plays one cheap standard set again on a new
 seed (its recorded settings, the seed changed: the same policy, env, panel, batch shape and K;
-``bench fidelity``'s work: 15 minutes of wall time, 10 of CPU, on two busy cores) and compares the estimators' Pearson ranking
-on the two draws (Spearman, printed). A set whose ranking does not hold on a new draw is seen
-here, in CI's slow run (``.ci/run``)."""
+``bench fidelity``'s work, 15 minutes of wall time and 10 of CPU on two busy cores) and
+compares the estimators' Pearson ranking on the two draws (Spearman, printed). A set whose
+ranking does not hold on a new draw is seen here, in CI's slow run (``.ci/run``)."""
 
 from __future__ import annotations
 
