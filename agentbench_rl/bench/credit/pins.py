@@ -28,6 +28,9 @@ PINS: dict[str, str] = {
     "textcraft-drrn-start": "893807ca81d4b64fd2e12a8e3c9afe85b9dd9897bd3b331080a01861db4c8ab2",
     "textcraft-noisy0.6-expert": "35e61142ddcf8e15c1de37970a4a790196eb3090707d0cf6846f2d306841e0f1",
     "textcraft-noisy0.9-expert": "0b2793f36d8998ce39d2257b2e4cbf12f7a9af21ab7c9588ce3e1e9cae2574f8",
+    "textcraft-noisy0.95-expert": (
+        "077cc6f0f590b9ea34250277c9a5776e13f9888811d581b7d478f2eb45975ade"
+    ),
     "webshop-noisy0.3-expert": "c75d51e0904d0c77e40ce06d4e8e258f6bef51d9c55f8e2cbcb60601aae46aa9",
     "webshop-noisy0.3-rule": "42ea2fe7fa8df60758f46457030b4937255ae650657b0d5e2c40b0775d46c538",
     "webshop-noisy0.6-expert": "891e45a95622e1863396fa4c0a8c2f048cf6b0d939bc38c01117115dd7a0beac",
