@@ -38,7 +38,7 @@ sets=("$@")
 for name in "${sets[@]}"; do
   case $name in
     alfworld-drrn-start) drrn "$name" alfworld start 16 16 "$name" --panel 16 --max-steps 30 ;;
-    alfworld-drrn-mid) drrn "$name" alfworld mid 32 16 "$name-v2" --panel 16 --max-steps 30 ;;
+    alfworld-drrn-mid) drrn "$name" alfworld mid 40 16 "$name-v2" --panel 16 --max-steps 30 ;;
     alfworld-seen-undo-expert) one "$name" "$name-v2" --env alfworld --agent noisy:0.3:expert \
       --split valid_seen --max-steps 10 --tasks 16 --env-kwargs "$undo" ;;
     alfworld-unseen-undo-expert) one "$name" "$name-v2" --env alfworld --agent noisy:0.3:expert \
