@@ -288,10 +288,10 @@ def run(
     """Measure every env (``envs``: those named; default: every text env that plays here) and
     print the table; with ``profile``, the profile of each env that misses the overhead goal."""
     names = list(envs) if envs else available_envs()
-    results = {}
     for name in names:
         env_class(name)  # an unknown name: one line
-        results[name] = measure(EnvSpec(name=name, split="train"), repeats, workers)
+    specs = {name: EnvSpec(name=name, split="train") for name in names}
+    results = {name: measure(spec, repeats, workers) for name, spec in specs.items()}
     if console is not None:
         cores = os.cpu_count() or 1
         load = os.getloadavg()[0]
@@ -320,5 +320,5 @@ def run(
         if profile:
             for name, figures in results.items():
                 if figures["overhead"] > OVERHEAD_GOAL:
-                    print_profile(name, profile_loop(EnvSpec(name=name, split="train")), console)
+                    print_profile(name, profile_loop(specs[name]), console)
     return results
